@@ -1,0 +1,28 @@
+# One set-up path for README, CI and developers.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup test lint demo bench
+
+setup: $(BIN)/saguaro
+
+$(BIN)/saguaro: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# pin the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[exec,dev]'
+	touch $(BIN)/saguaro
+
+test: setup
+	$(BIN)/python -m pytest tests
+
+lint: setup
+	$(BIN)/ruff check .
+
+demo: setup
+	$(BIN)/saguaro optimize --profile h100-llama70b-tp4-llama1b --out out/demo
+
+bench: setup
+	$(BIN)/python bench/bench_sim.py
