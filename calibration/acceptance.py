@@ -1,0 +1,94 @@
+"""Acceptance model: per-position conditional acceptance of draft tokens, by temperature and Saguaro C."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibration.errors import ConfigError, check_number
+from calibration.interp import c_multiplier, check_c_effect, pick_temperature, temp_keys
+
+
+@dataclass(frozen=True)
+class AcceptanceModel:
+    """rates[T] = (a_1, a_2, ...): P(token i accepted | tokens < i accepted); the last rate repeats.
+
+    c_effect maps a Saguaro constant C to a multiplier on every rate (lower C: lower acceptance).
+    """
+
+    by_temperature: dict = field(default_factory=lambda: {0.0: (0.8,)})
+    c_effect: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        table = temp_keys(self.by_temperature, "acceptance.by_temperature")
+        clean = {}
+        for t, rates in table.items():
+            if isinstance(rates, int | float):
+                rates = [rates]
+            if not isinstance(rates, list | tuple) or not rates:
+                raise ConfigError(f"acceptance.by_temperature[{t}]", "must be a non-empty list of rates",
+                                  "probabilities in [0, 1]")
+            clean[t] = tuple(float(check_number(f"acceptance.by_temperature[{t}][{i}]", a, 0.0, 1.0))
+                             for i, a in enumerate(rates))
+        object.__setattr__(self, "by_temperature", clean)
+        object.__setattr__(self, "c_effect", check_c_effect(self.c_effect, "acceptance.c_effect", hi=1.0))
+
+    @classmethod
+    def geometric(cls, alpha: float, c_effect: dict | None = None) -> AcceptanceModel:
+        """i.i.d. acceptance alpha at every position and temperature (the closed forms' assumption)."""
+        check_number("alpha", alpha, 0.0, 1.0)
+        return cls({0.0: (float(alpha),)}, c_effect or {})
+
+    @classmethod
+    def per_position(cls, rates: list[float], temperature: float = 0.0) -> AcceptanceModel:
+        """Measured conditional acceptance per position at one temperature."""
+        return cls({float(temperature): tuple(rates)})
+
+    @classmethod
+    def from_histogram(cls, counts: list[int], temperature: float = 0.0) -> AcceptanceModel:
+        """From counts of accepted lengths 0..K at a fixed K: rate_i = P(len >= i) / P(len >= i-1)."""
+        c = np.asarray(counts, dtype=float)
+        if c.ndim != 1 or len(c) < 2 or (c < 0).any() or c.sum() <= 0:
+            raise ConfigError("counts", "need non-negative counts for lengths 0..K (K >= 1), not all zero",
+                              "list of K+1 counts")
+        tail = c[::-1].cumsum()[::-1]  # tail[i] = #(len >= i)
+        rates = [float(tail[i] / tail[i - 1]) if tail[i - 1] > 0 else 0.0 for i in range(1, len(c))]
+        return cls({float(temperature): tuple(rates)})
+
+    def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
+        """Conditional acceptance for positions 1..k."""
+        lo, hi, w = pick_temperature(self.by_temperature, temperature)
+        a = (1 - w) * _expand(lo, k) + w * _expand(hi, k)
+        return np.clip(a * c_multiplier(self.c_effect, sampler_c), 0.0, 1.0)
+
+    def length_pmf(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
+        """P(exactly j draft tokens accepted), j = 0..k."""
+        a = self.rates(k, temperature, sampler_c)
+        surv = np.concatenate([[1.0], np.cumprod(a)])  # P(len >= j)
+        pmf = surv.copy()
+        pmf[:-1] -= surv[1:]
+        return pmf
+
+    def expected_tokens(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> float:
+        """E[tokens per round] = E[accepted] + 1 (the bonus token)."""
+        return float(np.dot(np.arange(k + 1) + 1, self.length_pmf(k, temperature, sampler_c)))
+
+    def mean_alpha(self, k: int = 4, temperature: float = 0.0, sampler_c: float = 1.0) -> float:
+        """Geometric-equivalent per-token acceptance (mean of the first k rates)."""
+        return float(np.mean(self.rates(k, temperature, sampler_c)))
+
+    def to_dict(self) -> dict:
+        return {"by_temperature": {str(t): list(r) for t, r in self.by_temperature.items()},
+                "c_effect": {str(c): m for c, m in self.c_effect.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AcceptanceModel:
+        if not isinstance(d, dict) or "by_temperature" not in d:
+            raise ConfigError("acceptance", "must be an object with 'by_temperature'", "{by_temperature, c_effect}")
+        return cls(d["by_temperature"], d.get("c_effect", {}))
+
+
+def _expand(rates: tuple[float, ...], k: int) -> np.ndarray:
+    r = list(rates[:k]) + [rates[-1]] * max(0, k - len(rates))
+    return np.asarray(r, dtype=float)

@@ -1,0 +1,111 @@
+"""Profile: everything the simulator needs about one (hardware, target, draft) triple; versioned JSON."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from calibration.acceptance import AcceptanceModel
+from calibration.errors import ConfigError, check_number
+from calibration.hits import HitCurve
+from calibration.jsonio import dump_json, load_json
+from calibration.latency import LatencyModel
+
+SCHEMA_VERSION = 1
+PRESET_DIR = Path(__file__).parent / "profiles"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Target/draft latency models, draft-target link, acceptance model, hit curve and provenance.
+
+    link_s: one-way message latency between target and draft (s); link_bytes_per_s: its bandwidth
+    (0 = ignore message size); fast_backup_s: latency of the fast (n-gram/random) backup speculator.
+    """
+
+    name: str
+    target: LatencyModel
+    draft: LatencyModel
+    link_s: float = 0.0
+    acceptance: AcceptanceModel = field(default_factory=lambda: AcceptanceModel.geometric(0.8))
+    hits: HitCurve = field(default_factory=lambda: HitCurve.power_law(0.3, 0.5))
+    link_bytes_per_s: float = 0.0
+    fast_backup_s: float = 0.0
+    vocab_size: int = 128256
+    provenance: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("profile.name", "must be a non-empty string", "text")
+        for f, cls in (("target", LatencyModel), ("draft", LatencyModel), ("acceptance", AcceptanceModel),
+                       ("hits", HitCurve)):
+            if not isinstance(getattr(self, f), cls):
+                raise ConfigError(f"profile.{f}", f"expected {cls.__name__}, got {type(getattr(self, f)).__name__}",
+                                  cls.__name__)
+        check_number("profile.link_s", self.link_s, 0.0, 10.0)
+        check_number("profile.link_bytes_per_s", self.link_bytes_per_s, 0.0)
+        check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
+        check_number("profile.vocab_size", self.vocab_size, 1, 10_000_000, integer=True)
+
+    def with_(self, **changes: object) -> Profile:
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)
+
+    def message_s(self, nbytes: float) -> float:
+        """One-way time for a message of nbytes over the draft-target link."""
+        return self.link_s + (nbytes / self.link_bytes_per_s if self.link_bytes_per_s > 0 else 0.0)
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "name": self.name, "target": self.target.to_dict(),
+                "draft": self.draft.to_dict(), "link_s": self.link_s, "link_bytes_per_s": self.link_bytes_per_s,
+                "fast_backup_s": self.fast_backup_s, "vocab_size": self.vocab_size,
+                "acceptance": self.acceptance.to_dict(), "hits": self.hits.to_dict(), "provenance": self.provenance}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Profile:
+        """Build from a dict produced by to_dict (schema-checked by from_json)."""
+        required = ("name", "target", "draft", "acceptance", "hits")
+        for key in required:
+            if key not in d:
+                raise ConfigError(f"profile.{key}", "missing", ", ".join(required))
+        known = {"schema_version", "name", "target", "draft", "link_s", "link_bytes_per_s", "fast_backup_s",
+                 "vocab_size", "acceptance", "hits", "provenance"}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"profile.{unknown[0]}", "unknown key", ", ".join(sorted(known)))
+        return cls(name=d["name"], target=LatencyModel.from_dict(d["target"], "profile.target"),
+                   draft=LatencyModel.from_dict(d["draft"], "profile.draft"), link_s=d.get("link_s", 0.0),
+                   acceptance=AcceptanceModel.from_dict(d["acceptance"]), hits=HitCurve.from_dict(d["hits"]),
+                   link_bytes_per_s=d.get("link_bytes_per_s", 0.0), fast_backup_s=d.get("fast_backup_s", 0.0),
+                   vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})))
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write atomically (temp file + rename)."""
+        dump_json(path, self.to_dict())
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> Profile:
+        """Read and validate a profile file; errors name the file and field."""
+        data = load_json(path, "profile", SCHEMA_VERSION)
+        try:
+            return cls.from_dict(data)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e.field}", e.problem, e.allowed) from None
+        except (TypeError, AttributeError) as e:
+            raise ConfigError(str(path), f"malformed profile ({e})", "a profile written by saguaro") from None
+
+
+def list_presets() -> list[str]:
+    """Names of the shipped profile presets (files in calibration/profiles/)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def load_preset(name: str) -> Profile:
+    """Load a shipped preset by name, or a profile JSON by path."""
+    if os.path.sep in name or name.endswith(".json"):
+        return Profile.from_json(name)
+    path = PRESET_DIR / f"{name}.json"
+    if not path.is_file():
+        raise ConfigError("profile", f"unknown preset {name!r}", ", ".join(list_presets()) or "(none shipped)")
+    return Profile.from_json(path)

@@ -1,0 +1,128 @@
+"""SpecConfig: one decoding configuration (AR, SD or SSD) in the paper's vocabulary; validated, TOML/JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from calibration.errors import ConfigError, check_choice, check_number
+from calibration.jsonio import write_atomic
+from saguaro_sim.fanout import check_fanout, geometric_fanout, uniform_fanout
+
+MODES = ("ar", "sd", "ssd")
+BACKUPS = ("neural", "fast", "auto")
+SHAPES = ("geometric", "uniform")
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """mode, lookahead k, fan-out F_0..F_K (None = `fanout_shape` for the budget), fanout_miss (schedule
+    after a backup speculation), budget (sum of F_k per sequence, split across draft devices), sampler_c
+    (Saguaro C), backup policy, temperature, batch size and number of draft devices."""
+
+    mode: str = "ssd"
+    k: int = 4
+    fanout: tuple[int, ...] | None = None
+    fanout_miss: tuple[int, ...] | None = None
+    budget: int | None = None
+    sampler_c: float = 1.0
+    backup: str = "neural"
+    temperature: float = 0.0
+    batch_size: int = 1
+    draft_devices: int = 1
+    fanout_shape: str = "geometric"
+
+    def __post_init__(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        check_number("k", self.k, 0 if self.mode == "ar" else 1, 64, integer=True)
+        for name in ("fanout", "fanout_miss"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, check_fanout(name, v, self.k))
+        if self.budget is None:
+            budget = sum(self.fanout) if self.fanout is not None else 4 * (self.k + 1)
+            object.__setattr__(self, "budget", budget)
+        check_number("budget", self.budget, 0 if self.mode != "ssd" else 1, 65536, integer=True)
+        if self.fanout is not None and sum(self.fanout) > self.budget:
+            raise ConfigError("fanout", f"sums to {sum(self.fanout)}, more than budget {self.budget}",
+                              f"sum(fanout) <= budget = {self.budget}")
+        check_number("sampler_c", self.sampler_c, 0.0, 1.0)
+        check_choice("backup", self.backup, BACKUPS)
+        check_number("temperature", self.temperature, 0.0, 10.0)
+        check_number("batch_size", self.batch_size, 1, 4096, integer=True)
+        check_number("draft_devices", self.draft_devices, 1, 64, integer=True)
+        check_choice("fanout_shape", self.fanout_shape, SHAPES)
+
+    def resolve_fanout(self, alpha: float = 0.7, r: float = 0.5) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Concrete (primary, after-miss) fan-outs: the given ones, else the configured shape for the budget."""
+        if self.fanout is not None:
+            primary = self.fanout
+        elif self.fanout_shape == "uniform":
+            primary = uniform_fanout(self.k, self.budget)
+        else:
+            primary = geometric_fanout(alpha, r, self.k, self.budget)
+        return primary, (self.fanout_miss if self.fanout_miss is not None else primary)
+
+    def replace(self, **changes: object) -> SpecConfig:
+        """A validated copy with some fields changed."""
+        d = asdict(self)
+        d.update(changes)
+        return SpecConfig(**d)
+
+    # serialization ------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for name in ("fanout", "fanout_miss"):
+            if d[name] is not None:
+                d[name] = list(d[name])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "") -> SpecConfig:
+        """Build from a plain dict; unknown keys are an error naming the key."""
+        if not isinstance(d, dict):
+            raise ConfigError(where or "spec", "must be a table/object", "key = value pairs")
+        known = {f.name for f in fields(cls)}
+        for key in d:
+            if key not in known:
+                raise ConfigError(f"{where}{key}", "unknown key", ", ".join(sorted(known)))
+        d = dict(d)
+        for name in ("fanout", "fanout_miss"):
+            if isinstance(d.get(name), list):
+                d[name] = tuple(d[name])
+        try:
+            return cls(**d)
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e.field}", e.problem, e.allowed) from None
+
+    def to_toml(self) -> str:
+        """TOML text of the non-None fields (the recommended config format)."""
+        lines = []
+        for key, v in self.to_dict().items():
+            if v is None:
+                continue
+            lines.append(f"{key} = {json.dumps(v)}")
+        return "\n".join(lines) + "\n"
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write .toml or .json atomically, by extension."""
+        text = self.to_toml() if str(path).endswith(".toml") else json.dumps(self.to_dict(), indent=1) + "\n"
+        write_atomic(path, text)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> SpecConfig:
+        """Read .toml (optionally with a [spec] table) or .json; errors name the file and the field."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(str(path), "config file not found", "an existing .toml or .json file")
+        text = path.read_text()
+        try:
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(str(path), f"syntax error ({e})", "valid TOML or JSON") from None
+        if isinstance(data, dict) and isinstance(data.get("spec"), dict):
+            data = data["spec"]
+        return cls.from_dict(data, where=f"{path}: ")
