@@ -1,0 +1,160 @@
+"""Load / save Hugging Face layout checkpoints (config.json + safetensors), and random init at any shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .config import ModelConfig
+from .errors import ConfigError
+from .transformer import Transformer
+
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+
+
+def read_config(path: str | os.PathLike) -> ModelConfig:
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError("checkpoint", f"directory {str(path)!r} does not exist")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ConfigError("checkpoint config.json", f"{str(path)!r} has no config.json")
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError("checkpoint config.json", f"cannot parse {cfg_file}: {e}") from e
+    try:
+        return ModelConfig.from_hf(raw)
+    except ConfigError as e:
+        raise ConfigError(e.field, f"{e.problem} (in {cfg_file})", e.allowed) from e
+
+
+def _shard_map(path: Path) -> dict[str, Path]:
+    """tensor name -> shard file."""
+    if (path / INDEX_FILE).is_file():
+        try:
+            weight_map = json.loads((path / INDEX_FILE).read_text())["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ConfigError(f"checkpoint {INDEX_FILE}", f"malformed index {path / INDEX_FILE} ({e!r})") from e
+        missing = sorted({f for f in weight_map.values() if not (path / f).is_file()})
+        if missing:
+            raise ConfigError("checkpoint shards", f"file(s) listed in {INDEX_FILE} are missing from {str(path)!r}: {missing}")
+        return {name: path / f for name, f in weight_map.items()}
+    if (path / SINGLE_FILE).is_file():
+        return {name: path / SINGLE_FILE for name in _keys(path / SINGLE_FILE)}
+    if any(path.glob("*.bin")) or any(path.glob("*.pt")) or any(path.glob("*.pth")):
+        raise ConfigError("checkpoint weights", f"{str(path)!r} has only pickle weights", "safetensors files (never unpickled)")
+    raise ConfigError("checkpoint weights", f"{str(path)!r} has neither {SINGLE_FILE} nor {INDEX_FILE}")
+
+
+def _keys(file: Path) -> list[str]:
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            return list(f.keys())
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types
+        raise ConfigError("checkpoint shards", f"{file} is unreadable or truncated ({e})") from e
+
+
+def _read_tensors(shards: dict[str, Path], names: list[str]) -> dict[str, torch.Tensor]:
+    by_file: dict[Path, list[str]] = {}
+    for n in names:
+        by_file.setdefault(shards[n], []).append(n)
+    out: dict[str, torch.Tensor] = {}
+    for file, file_names in by_file.items():
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                present = set(f.keys())
+                for n in file_names:
+                    if n not in present:
+                        raise ConfigError(f"checkpoint tensor {n}", f"listed in the index but absent from {file}")
+                    out[n] = f.get_tensor(n)
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise ConfigError("checkpoint shards", f"{file} is unreadable or truncated ({e})") from e
+    return out
+
+
+def load_model(path: str | os.PathLike, device: torch.device | str = "cpu",
+               dtype: torch.dtype = torch.float32) -> Transformer:
+    """Build a Transformer from a local HF checkpoint directory (safetensors only, never unpickles)."""
+    path = Path(path)
+    config = read_config(path)
+    shards = _shard_map(path)
+    with torch.device("meta"):
+        model = Transformer(config)
+    expected = {n: tuple(p.shape) for n, p in model.named_parameters(remove_duplicate=False)}
+    if config.tie_word_embeddings:
+        expected.pop("lm_head.weight", None)
+    missing = [n for n in expected if n not in shards]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
+        raise ConfigError(f"checkpoint tensor {missing[0]}", f"missing from {str(path)!r} (missing: {shown})")
+    tensors = _read_tensors(shards, list(expected))
+    state = {}
+    for name, shape in expected.items():
+        t = tensors[name]
+        if tuple(t.shape) != shape:
+            raise ConfigError(f"checkpoint tensor {name}", f"shape {tuple(t.shape)} in {str(path)!r} does not match "
+                              "config.json", str(shape))
+        state[name] = t.to(device=device, dtype=dtype)
+    model.load_state_dict(state, strict=False, assign=True)
+    model.tie_weights()
+    return model.eval()
+
+
+def random_model(config: ModelConfig, seed: int = 0, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32, std: float = 0.02) -> Transformer:
+    """Random weights at any shape (latency profiling, tests). Deterministic for a given seed and device."""
+    with torch.device("meta"):
+        model = Transformer(config)
+    model = model.to_empty(device=device)
+    model.tie_weights()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            elif name.endswith(".bias"):
+                p.zero_()
+            else:
+                p.normal_(0.0, std, generator=gen)
+    return model.to(dtype).eval()
+
+
+def save_model(model: Transformer, path: str | os.PathLike, extra_files: dict[str, str | bytes] | None = None) -> Path:
+    """Write config.json + model.safetensors (HF layout) atomically: a temp dir beside `path`, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cfg = model.config.to_hf()
+    cfg["torch_dtype"] = str(model.dtype).removeprefix("torch.")
+    tensors = {n: p.detach().to("cpu").contiguous() for n, p in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        tensors.pop("lm_head.weight", None)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        save_file(tensors, str(tmp / SINGLE_FILE), metadata={"format": "pt"})
+        for name, content in (extra_files or {}).items():
+            mode = "wb" if isinstance(content, bytes) else "w"
+            with open(tmp / name, mode) as fh:
+                fh.write(content)
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{os.getpid()}"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path

@@ -1,0 +1,58 @@
+"""Rotary position embeddings (HF "rotate_half" layout), with Llama-3.1 ("llama3") and linear scaling."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .config import ModelConfig
+
+
+def inv_freq(config: ModelConfig) -> torch.Tensor:
+    """Per-pair inverse frequencies [head_dim/2], float32 on CPU, scaling applied."""
+    d = config.head_dim
+    freq = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64, device="cpu").float() / d))
+    kind, rs = config.rope_type, config.rope_scaling or {}
+    if kind == "linear":
+        return freq / float(rs["factor"])
+    if kind == "llama3":
+        factor = float(rs["factor"])
+        low, high = float(rs["low_freq_factor"]), float(rs["high_freq_factor"])
+        old_len = float(rs["original_max_position_embeddings"])
+        low_wavelen, high_wavelen = old_len / low, old_len / high
+        wavelen = 2 * math.pi / freq
+        scaled = torch.where(wavelen > low_wavelen, freq / factor, freq)
+        smooth = (old_len / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return torch.where(medium, smoothed, scaled)
+    return freq
+
+
+class Rotary:
+    """cos/sin tables computed on the fly from positions; inv_freq kept in float32 (not a module buffer,
+    so model.to(bfloat16) cannot round it)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self._inv_freq = inv_freq(config)
+        self._per_device: dict[torch.device, torch.Tensor] = {}
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [B, T] -> cos, sin [B, 1, T, head_dim] in dtype."""
+        dev = positions.device
+        f = self._per_device.get(dev)
+        if f is None:
+            f = self._per_device[dev] = self._inv_freq.to(dev)
+        angles = positions.to(torch.float32).unsqueeze(-1) * f  # [B, T, D/2]
+        emb = torch.cat((angles, angles), dim=-1).unsqueeze(1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return x * cos + rotate_half(x) * sin

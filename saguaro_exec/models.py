@@ -1,0 +1,16 @@
+"""Where the shipped tiny byte-level target/draft pair lives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY_DIR = Path(__file__).resolve().parent / "assets" / "tiny"
+
+
+def tiny_pair_paths() -> tuple[Path, Path]:
+    """(target_dir, draft_dir): HF-layout checkpoint directories of the shipped tiny pair."""
+    target, draft = TINY_DIR / "target", TINY_DIR / "draft"
+    for p in (target, draft):
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"tiny pair checkpoint {p} is missing; train it with scripts/train_tiny.py")
+    return target, draft
