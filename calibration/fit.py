@@ -1,0 +1,157 @@
+"""calibration.fit: turn microbenchmark grids and executor runs (Measurements) into a Profile with provenance."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+from calibration.errors import ConfigError
+from calibration.fit_acceptance import RunRounds, fit_acceptance
+from calibration.fit_hits import fit_hits
+from calibration.fit_latency import fit_latency
+from calibration.measurements import Measurements
+from calibration.profile import Profile
+
+__all__ = ["fit", "fit_link", "run_of", "machine_info", "git_commit"]
+
+
+def machine_info() -> dict:
+    """Which machine this is (host, CPU, cores, OS): recorded in measurements and profiles."""
+    return {"host": platform.node(), "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version()}
+
+
+def git_commit(repo: str | os.PathLike | None = None) -> str:
+    """HEAD commit of the saguaro checkout, or 'unknown' outside git."""
+    where = Path(repo) if repo else Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _spec_dict(meta: dict) -> dict:
+    for cand in (meta.get("spec"), (meta.get("config") or {}).get("spec") if isinstance(meta.get("config"), dict)
+                 else None, meta):
+        if isinstance(cand, dict) and "k" in cand:
+            return cand
+    return {}
+
+
+def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
+    """The run in one Measurements (its spec from meta['spec'] or meta), or None when it has no rounds."""
+    if not m.rounds:
+        return None
+    spec = _spec_dict(m.meta)
+    if not spec:
+        raise ConfigError(f"{where}.meta.spec", "run rounds without the spec they were measured at",
+                          "meta['spec'] with k, temperature, sampler_c, mode")
+    top_n = m.meta.get("top_n") or spec.get("top_n")
+    return RunRounds(k=int(spec["k"]), temperature=float(spec.get("temperature", 0.0)),
+                     sampler_c=float(spec.get("sampler_c", 1.0)), mode=str(spec.get("mode", "ssd")),
+                     backup=str(spec.get("backup", "neural")), rounds=m.rounds,
+                     top_n=int(top_n) if top_n else None)
+
+
+def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
+    """(one-way latency s, bytes/s, info) from round trips: rt = 2 * (link_s + bytes / bandwidth)."""
+    b = np.asarray([float(r["bytes"]) for r in rows])
+    rt = np.asarray([float(r["round_trip_s"]) for r in rows])
+    if len(rows) == 0 or (rt <= 0).any():
+        raise ConfigError("link", "need positive round_trip_s rows", "rows {bytes, round_trip_s > 0}")
+    if len(np.unique(b)) < 2:
+        return float(np.median(rt) / 2), 0.0, {"n": len(rows), "form": "constant"}
+    a = np.stack([np.ones_like(b), b], axis=1) / rt[:, None]
+    icpt, slope = lsq_linear(a, np.ones_like(rt), bounds=(0.0, np.inf)).x
+    pred = icpt + slope * b
+    info = {"n": len(rows), "form": "latency+bandwidth", "mape": float(np.mean(np.abs(pred - rt) / rt))}
+    return float(icpt / 2), float(2.0 / slope) if slope > 1e-15 else 0.0, info
+
+
+def _fast_backup_s(runs: list[RunRounds]) -> float | None:
+    times = [float(row["backup_s"]) for r in runs if r.backup == "fast" for row in r.rounds
+             if row.get("backup_s") and any(row.get("from_backup") or [])]
+    return float(np.median(times)) if times else None
+
+
+def _first(metas: list[dict], key: str) -> object:
+    return next((m[key] for m in metas if m.get(key) is not None), None)
+
+
+def _tradeoff(acc_info: dict, hit_info: dict) -> list[dict]:
+    """Acceptance vs hit rate at each (temperature, C) measured: the Saguaro-sampling trade-off."""
+    rows = []
+    for t, by_c in acc_info.get("by_temperature", {}).items():
+        for c, s in by_c.items():
+            h = hit_info.get("by_temperature", {}).get(t, {}).get(c, {}).get("primary")
+            row = {"temperature": float(t), "sampler_c": float(c), "mean_alpha": s["mean_alpha"], "n": s["n"]}
+            if h:
+                ph = h["pooled_hit"]
+                row.update({f"hit_f{f}": ph[f] for f in (1, 2, 4, 8) if f < len(ph)})
+            rows.append(row)
+    return sorted(rows, key=lambda r: (r["temperature"], r["sampler_c"]))
+
+
+def fit(*measurements: Measurements, name: str | None = None, base: Profile | None = None) -> Profile:
+    """Fit a Profile: latency models from grids, link from round trips, acceptance and hits from runs.
+
+    Pass each run as its own Measurements (its meta holds the spec). Parts with no data come from `base`
+    when given, else a ConfigError names what is missing.
+    """
+    if not measurements:
+        raise ConfigError("measurements", "nothing to fit", "one or more Measurements")
+    for i, m in enumerate(measurements):
+        if not isinstance(m, Measurements):
+            raise ConfigError(f"measurements[{i}]", f"expected Measurements, got {type(m).__name__}", "Measurements")
+    metas = [m.meta for m in measurements]
+    rows = [r for m in measurements for r in m.latency]
+    prov: dict = {"date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                  "machine": _first(metas, "machine") or machine_info(), "device": _first(metas, "device"),
+                  "models": {"target": _first(metas, "target"), "draft": _first(metas, "draft")},
+                  "git_commit": git_commit(), "fitted_by": "calibration.fit"}
+    models = {}
+    for who in ("target", "draft"):
+        mine = [r for r in rows if r.get("who") == who]
+        if mine:
+            models[who], prov[f"{who}_fit"] = fit_latency(mine, where=f"latency[{who}]")
+        elif base is not None:
+            models[who] = getattr(base, who)
+            prov[f"{who}_fit"] = {"form": "from base profile", "base": base.name}
+        else:
+            raise ConfigError(f"latency[{who}]", "no latency rows for this model", "a `saguaro profile` grid")
+    links = [r for m in measurements for r in m.link]
+    link_s, bps = (base.link_s, base.link_bytes_per_s) if base else (0.0, 0.0)
+    if links:
+        link_s, bps, prov["link_fit"] = fit_link(links)
+    runs = [r for i, m in enumerate(measurements) if (r := run_of(m, f"measurements[{i}]")) is not None]
+    spec_runs = [r for r in runs if r.mode != "ar"]
+    if spec_runs:
+        acceptance, prov["acceptance_fit"] = fit_acceptance(spec_runs)
+        hits, prov["hits_fit"] = fit_hits(spec_runs)
+        prov["c_tradeoff"] = _tradeoff(prov["acceptance_fit"], prov["hits_fit"])
+    elif base is not None:
+        acceptance, hits = base.acceptance, base.hits
+        prov["acceptance_fit"] = prov["hits_fit"] = {"form": "from base profile", "base": base.name}
+    else:
+        raise ConfigError("measurements.rounds", "no SD/SSD run rounds to fit acceptance and hit curves",
+                          "Measurements from saguaro_exec.run, or pass base=<Profile>")
+    fast = _fast_backup_s(runs)
+    fast = fast if fast is not None else (base.fast_backup_s if base else 0.0)
+    vocab = _first(metas, "vocab_size") or (base.vocab_size if base else 128256)
+    prov["samples"] = {"latency_rows": {w: sum(r.get("who") == w for r in rows) for w in ("target", "draft")},
+                       "link_rows": len(links), "runs": len(runs),
+                       "rounds": sum(len(r.rounds) for r in runs)}
+    if name is None:
+        host = prov["machine"].get("host", "machine") if isinstance(prov["machine"], dict) else str(prov["machine"])
+        name = f"fit-{host or 'machine'}"
+    return Profile(name=name, target=models["target"], draft=models["draft"], link_s=min(link_s, 10.0),
+                   acceptance=acceptance, hits=hits, link_bytes_per_s=bps, fast_backup_s=min(fast, 10.0),
+                   vocab_size=int(vocab), provenance=prov)

@@ -1,0 +1,113 @@
+"""Acceptance fit: per-position conditional acceptance by temperature from run rounds, and its C effect."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibration.acceptance import AcceptanceModel
+from calibration.errors import ConfigError
+
+MIN_TRIALS = 5  # positions reached by fewer sequence-rounds than this are not given their own rate
+
+
+@dataclass
+class RunRounds:
+    """One executor run, reduced to what the fits need: its spec values and its round rows."""
+
+    k: int
+    temperature: float
+    sampler_c: float
+    mode: str = "ssd"
+    backup: str = "neural"
+    rounds: list[dict] = field(default_factory=list)
+    top_n: int | None = None
+
+
+def _seq_values(row: dict, key: str, n: int, default: object) -> list:
+    v = row.get(key, default)
+    if isinstance(v, list | tuple):
+        return list(v)
+    return [v] * n
+
+
+def primary_lengths(run: RunRounds) -> list[int]:
+    """Accepted lengths of sequence-rounds whose speculation came from the primary speculator."""
+    out = []
+    for i, row in enumerate(run.rounds):
+        acc = row.get("accepted")
+        if acc is None:
+            continue
+        acc = acc if isinstance(acc, list | tuple) else [acc]
+        backup = _seq_values(row, "from_backup", len(acc), False)
+        for a, b in zip(acc, backup):
+            if b:
+                continue
+            if not 0 <= int(a) <= run.k:
+                raise ConfigError(f"rounds[{i}].accepted", f"{a} outside 0..k", f"0..{run.k}")
+            out.append(int(a))
+    return out
+
+
+def _counts(runs: list[RunRounds]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Trials and successes per position 1..Kmax (censored at each run's K), plus a length histogram."""
+    kmax = max(r.k for r in runs)
+    trials, succ, hist = np.zeros(kmax + 1), np.zeros(kmax + 1), np.zeros(kmax + 1)
+    for run in runs:
+        for a in primary_lengths(run):
+            hist[a] += 1
+            for i in range(1, min(a + 1, run.k) + 1):
+                trials[i] += 1
+                succ[i] += a >= i
+    return trials, succ, hist
+
+
+def rates_from_counts(trials: np.ndarray, succ: np.ndarray, min_trials: int = MIN_TRIALS) -> list[float]:
+    """Conditional acceptance per position; stops at the last well-sampled position (the model repeats it)."""
+    rates = []
+    for i in range(1, len(trials)):
+        if trials[i] >= min_trials or (i == 1 and trials[i] > 0):
+            rates.append(float(succ[i] / trials[i]))
+        else:
+            break
+    return rates
+
+
+def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
+    """Per-position acceptance at each temperature (from the largest C run there) and multipliers for lower C.
+
+    Returns the model and info {"by_temperature": {T: {C: {...}}}, "reference_c": {T: C}, "c_effect": {...}}.
+    """
+    groups: dict[float, dict[float, list[RunRounds]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        if r.mode != "ar":
+            groups[float(r.temperature)][float(r.sampler_c)].append(r)
+    by_t, info_t, ref_c = {}, {}, {}
+    ratios: dict[float, list[tuple[float, float]]] = defaultdict(list)
+    for t, by_c in sorted(groups.items()):
+        stats = {}
+        for c, rs in by_c.items():
+            trials, succ, hist = _counts(rs)
+            if trials[1:].sum() == 0:
+                continue
+            stats[c] = {"rates": rates_from_counts(trials, succ), "trials": trials[1:].tolist(),
+                        "hist": hist.tolist(), "n": int(hist.sum()), "k": sorted({r.k for r in rs}),
+                        "mean_alpha": float(succ[1:].sum() / trials[1:].sum())}
+        if not stats:
+            continue
+        ref = max(stats)
+        ref_c[t] = ref
+        by_t[t] = tuple(stats[ref]["rates"])
+        info_t[t] = stats
+        for c, s in stats.items():
+            if c < ref and stats[ref]["mean_alpha"] > 0:
+                ratios[c].append((min(1.0, s["mean_alpha"] / stats[ref]["mean_alpha"]), s["n"]))
+    if not by_t:
+        raise ConfigError("measurements.rounds", "no speculative rounds with accepted lengths to fit acceptance",
+                          "runs in mode sd or ssd with per-round 'accepted'")
+    c_effect = {c: float(np.average([m for m, _ in v], weights=[w for _, w in v])) for c, v in ratios.items()}
+    info = {"by_temperature": {str(t): {str(c): s for c, s in st.items()} for t, st in info_t.items()},
+            "reference_c": {str(t): c for t, c in ref_c.items()}, "c_effect": {str(c): m for c, m in c_effect.items()}}
+    return AcceptanceModel(by_t, c_effect), info

@@ -1,0 +1,179 @@
+"""calibration.fit recovers known parameters from synthetic measurements; profiles round-trip atomically."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calibration import AcceptanceModel, ConfigError, HitCurve, LatencyModel, Measurements, Profile, fit
+from calibration.fit_hits import fit_power_law, hit_table
+from calibration.fit_latency import fit_latency
+
+
+def grid_rows(who, fn, seed=0, noise=0.01):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in (1, 2, 4):
+        for n in (1, 2, 4, 8, 16, 32):
+            for ctx in (16, 128, 512):
+                y = fn(b * n, b * ctx) * float(np.exp(rng.normal(0, noise)))
+                rows.append({"who": who, "batch": b, "new_tokens": n, "context": ctx, "median_s": y,
+                             "p10_s": y * 0.98, "p90_s": y * 1.02, "n": 5})
+    return rows
+
+
+def sample_rounds(rates, k, n_rounds, batch, seed, c=0.3, r=0.5, c_b=0.6, r_b=0.4, top_n=64, backup_frac=0.0):
+    """Round rows with accepted lengths from per-position `rates` and bonus ranks from miss(F) = c F^-r."""
+    rng = np.random.default_rng(seed)
+
+    def rank(cc, rr):
+        u = rng.uniform()
+        rk = int(np.ceil((cc / u) ** (1 / rr))) - 1 if u < cc else 0
+        return rk if rk < top_n else -1
+
+    rows = []
+    for i in range(n_rounds):
+        acc, ranks, back = [], [], []
+        for _ in range(batch):
+            b = bool(rng.uniform() < backup_frac)
+            a = 0
+            while not b and a < k and rng.uniform() < rates[min(a, len(rates) - 1)]:
+                a += 1
+            acc.append(a)
+            back.append(b)
+            ranks.append(rank(c_b, r_b) if b else rank(c, r))
+        rows.append({"round": i, "batch": batch, "verify_s": 0.01, "accepted": acc, "hit": [True] * batch,
+                     "from_backup": back, "bonus_rank": ranks, "context": [100] * batch})
+    return rows
+
+
+def run_meas(rates, k=4, temperature=0.0, sampler_c=1.0, n_rounds=1500, batch=2, seed=1, **kw):
+    spec = {"mode": "ssd", "k": k, "temperature": temperature, "sampler_c": sampler_c, "backup": "neural"}
+    return Measurements(meta={"spec": spec, "top_n": 64, "target": "t", "draft": "d"},
+                        rounds=sample_rounds(rates, k, n_rounds, batch, seed, **kw))
+
+
+def lin_truth(x, z):
+    return 0.002 + 3e-5 * x + 2e-7 * z
+
+
+def pw_truth(x, z):
+    return 0.004 + 1.5e-4 * max(0.0, x - 32) + 1e-7 * z
+
+
+def grid():
+    return Measurements(meta={"device": "cpu"}, latency=grid_rows("target", lin_truth) + grid_rows("draft", pw_truth, 1),
+                        link=[{"bytes": b, "round_trip_s": 2 * (1e-4 + b / 1e9)} for b in (64, 4096, 65536, 1 << 20)])
+
+
+def test_linear_latency_coefficients_recovered():
+    model, info = fit_latency(grid_rows("target", lin_truth, noise=0.005))
+    assert info["form"] == "linear" and info["n"] == 54
+    p = model.params
+    assert p["base"] == pytest.approx(0.002, rel=0.03)
+    assert p["per_token"] == pytest.approx(3e-5, rel=0.03)
+    assert p["per_context"] == pytest.approx(2e-7, rel=0.05)
+    assert info["cv_mape"] < 0.02
+
+
+def test_piecewise_latency_found_and_extrapolates():
+    model, info = fit_latency(grid_rows("draft", pw_truth, noise=0.005))
+    assert info["form"] == "piecewise" and 32.0 in info["knots"]
+    assert info["cv_mape"] < 0.03
+    for b, n, ctx in ((1, 3, 300), (4, 24, 50), (8, 32, 1000)):  # off-grid, incl. beyond the grid
+        assert model(b, n, ctx) == pytest.approx(pw_truth(b * n, b * ctx), rel=0.04)
+
+
+def test_acceptance_per_position_and_backup_rounds_ignored():
+    rates = (0.9, 0.8, 0.7, 0.6)
+    p = fit(grid(), run_meas(rates, n_rounds=2000, backup_frac=0.3))
+    got = p.acceptance.rates(4, 0.0)
+    assert np.allclose(got, rates, atol=0.035), got
+    info = p.provenance["acceptance_fit"]["by_temperature"]["0.0"]["1.0"]
+    assert info["k"] == [4] and 2500 < info["n"] < 3100  # ~30% of 4000 sequence-rounds were backup ones
+
+
+def test_temperature_kept_from_meta():
+    p = fit(grid(), run_meas((0.9,), temperature=0.0, seed=2), run_meas((0.5,), temperature=0.7, seed=3))
+    assert p.acceptance.mean_alpha(4, 0.0) == pytest.approx(0.9, abs=0.03)
+    assert p.acceptance.mean_alpha(4, 0.7) == pytest.approx(0.5, abs=0.03)
+    assert set(p.hits.by_temperature) == {0.0, 0.7}
+
+
+def test_power_law_recovered_with_goodness_of_fit():
+    p = fit(grid(), run_meas((0.8,), n_rounds=4000, backup_frac=0.25, seed=4))
+    prim = p.hits.by_temperature[0.0]["primary"]
+    back = p.hits.by_temperature[0.0]["backup"]
+    assert prim["c"] == pytest.approx(0.3, rel=0.08) and prim["r"] == pytest.approx(0.5, rel=0.08)
+    assert back["c"] == pytest.approx(0.6, rel=0.08) and back["r"] == pytest.approx(0.4, rel=0.1)
+    info = p.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]
+    assert info["r2"] > 0.95
+    # empirical tables: hit(F) = P(rank < F), by position, and the curve's lookups use them
+    assert len(prim["table"]) == 5 and prim["table"][0][0] == 0.0
+    assert p.hits.hit(4, position=1) == pytest.approx(1 - 0.3 * 4 ** -0.5, abs=0.03)
+    assert p.hits.hit(4, position=1, backup=True) == pytest.approx(1 - 0.6 * 4 ** -0.4, abs=0.05)
+
+
+def test_power_law_helpers_exact():
+    f = np.arange(1, 33)
+    hit = np.concatenate([[0.0], 1 - 0.4 * f ** -0.6])
+    law = fit_power_law(hit, 1000)
+    assert law["c"] == pytest.approx(0.4) and law["r"] == pytest.approx(0.6) and law["r2"] == pytest.approx(1.0)
+    assert hit_table([(0, 0), (0, 2), (1, -1), (0, 5)], 4).tolist() == [0.0, 0.25, 0.25, 0.5, 0.5]
+
+
+def test_c_effect_tradeoff_from_runs_at_several_c():
+    hi = run_meas((0.8,), sampler_c=1.0, n_rounds=2000, seed=5)
+    lo = run_meas((0.6,), sampler_c=0.5, n_rounds=2000, seed=6, c=0.15)
+    p = fit(grid(), hi, lo)
+    assert p.acceptance.c_effect[0.5] == pytest.approx(0.75, abs=0.05)
+    assert p.hits.c_effect[0.5] == pytest.approx(0.5, abs=0.12)
+    assert p.acceptance.mean_alpha(4, 0.0, 0.5) < p.acceptance.mean_alpha(4, 0.0, 1.0)
+    assert p.hits.hit(2, 0, sampler_c=0.5) > p.hits.hit(2, 0, sampler_c=1.0)
+    trade = p.provenance["c_tradeoff"]
+    assert [r["sampler_c"] for r in trade] == [0.5, 1.0] and trade[0]["hit_f1"] > trade[1]["hit_f1"]
+
+
+def test_link_and_provenance():
+    p = fit(grid(), run_meas((0.8,)), name="synthetic")
+    assert p.name == "synthetic"
+    assert p.link_s == pytest.approx(1e-4, rel=0.02) and p.link_bytes_per_s == pytest.approx(1e9, rel=0.02)
+    prov = p.provenance
+    assert prov["target_fit"]["form"] == "linear" and prov["draft_fit"]["form"] == "piecewise"
+    assert prov["target_fit"]["n"] == 54 and prov["target_fit"]["cv_mape"] < 0.05
+    assert prov["samples"]["runs"] == 1 and prov["samples"]["rounds"] == 1500
+    assert prov["models"] == {"target": "t", "draft": "d"} and prov["git_commit"] and prov["date"]
+
+
+def test_profile_json_atomic_round_trip(tmp_path):
+    p = fit(grid(), run_meas((0.8,)))
+    path = tmp_path / "prof.json"
+    p.to_json(path)
+    q = Profile.from_json(path)
+    assert q.to_dict() == json.loads(json.dumps(p.to_dict()))
+    assert q.target(2, 5, 100) == pytest.approx(p.target(2, 5, 100))
+    assert q.hits.hit(3, 2) == pytest.approx(p.hits.hit(3, 2))
+    bad = p.with_(provenance={"oops": object()})  # not serializable: the write fails midway
+    with pytest.raises(TypeError):
+        bad.to_json(path)
+    assert [f.name for f in tmp_path.iterdir()] == ["prof.json"]  # no temp file left, old file intact
+    assert Profile.from_json(path).to_dict() == q.to_dict()
+
+
+def test_base_profile_fills_missing_parts_and_errors_name_fields():
+    base = Profile("b", LatencyModel.constant(0.01), LatencyModel.constant(0.001),
+                   acceptance=AcceptanceModel.geometric(0.7), hits=HitCurve.power_law(0.2, 0.5))
+    p = fit(grid(), base=base)
+    assert p.acceptance.mean_alpha(4) == pytest.approx(0.7) and p.provenance["hits_fit"]["base"] == "b"
+    with pytest.raises(ConfigError, match="measurements.rounds"):
+        fit(grid())
+    with pytest.raises(ConfigError, match="measurements"):
+        fit()
+    with pytest.raises(ConfigError, match=r"meta.spec"):
+        fit(grid(), Measurements(rounds=[{"accepted": [1]}]))
+    rows = grid_rows("target", lin_truth)
+    rows[3]["median_s"] = 0.0
+    with pytest.raises(ConfigError, match=r"latency\[target\]\[3\].*median_s > 0"):
+        fit(Measurements(latency=rows + grid_rows("draft", pw_truth)), base=base)
