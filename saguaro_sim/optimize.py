@@ -1,0 +1,183 @@
+"""optimize: pick the AR / SD / SSD configuration to deploy — prune the grid with the closed forms, confirm
+the best candidates with the discrete-event simulator, rank by the simulated objective."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from calibration.errors import ConfigError, check_number
+from calibration.profile import Profile
+from saguaro_sim.config import SpecConfig
+from saguaro_sim.pareto import pareto_front
+from saguaro_sim.search import Candidate, Constraints, candidates
+from saguaro_sim.workload import Workload
+
+OBJECTIVES = ("latency", "throughput")
+CONFIRM_TOKENS = 256  # output tokens per sequence in the confirming simulations
+CONFIRM_BATCHES = 4  # sequences per confirming simulation = this many batches
+
+
+@dataclass
+class Plan:
+    """Optimizer result: best config and its simulation, the ranked confirmed candidates (rows of plain
+    values), the latency / throughput-per-device Pareto frontier, and the best AR and SD baselines."""
+
+    best: SpecConfig
+    best_result: object  # SimResult of `best`
+    table: list[dict]
+    pareto: list[dict]
+    baselines: dict[str, dict]
+    objective: str = "latency"
+    batch_size: int = 1
+    temperature: float = 0.0
+    searched: int = 0  # candidates scored with the closed forms
+    wall_s: float = 0.0
+    constraints: Constraints = field(default_factory=Constraints)
+
+    def to_dict(self) -> dict:
+        """JSON-able form (the CLI's --json output)."""
+        res = self.best_result
+        return {"objective": self.objective, "batch_size": self.batch_size, "temperature": self.temperature,
+                "best": self.best.to_dict(), "best_result": res.to_dict() if hasattr(res, "to_dict") else None,
+                "table": self.table, "pareto": self.pareto, "baselines": self.baselines, "searched": self.searched,
+                "wall_s": self.wall_s, "constraints": self.constraints.to_dict()}
+
+    def summary(self, top: int = 10) -> str:
+        """Short human-readable ranked table."""
+        head = (f"objective={self.objective} batch={self.batch_size} T={self.temperature} "
+                f"searched={self.searched} confirmed={len(self.table)} in {self.wall_s:.2f}s")
+        cols = ("rank mode  k budget shape      C    backup dev   pred/seq  sim/seq   thr/dev  p_hit "
+                "tok/rnd  xAR   xSD")
+        lines = [head, cols]
+        for r in self.table[:top]:
+            ssd = r["mode"] == "ssd"
+            lines.append(
+                f"{r['rank']:>4} {r['mode']:<4} {r['k']:>2} {r['budget'] if ssd else '-':>6} "
+                f"{r['shape']:<9} {r['sampler_c']:>4.2f} {r['backup'] if ssd else '-':<6} "
+                f"{r['draft_devices'] if ssd else 0:>3} {r['pred_tokens_per_s_per_seq']:>9.1f} "
+                f"{r['tokens_per_s_per_seq']:>8.1f} {r['throughput_per_device']:>9.1f} "
+                f"{r['pred_p_hit']:>6.3f} {r['tokens_per_round']:>7.2f} {r['speedup_vs_ar']:>5.2f} "
+                f"{r['speedup_vs_sd']:>5.2f}")
+        lines.append(f"best: {self.best.to_toml().strip().replace(chr(10), ', ')}")
+        return "\n".join(lines)
+
+
+def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperature: float = 0.0,
+             objective: str = "latency", constraints: Constraints | None = None, progress: bool = False,
+             seed: int = 0, *, predictor: Callable | None = None, simulator: Callable | None = None) -> Plan:
+    """Best configuration for this profile, batch size and temperature under `objective` ("latency":
+    per-sequence tokens/s; "throughput": tokens/s per device). predictor / simulator default to
+    analytic.predict and simulate.simulate (they are parameters so other cost models can be plugged in)."""
+    t0 = time.perf_counter()
+    if not isinstance(profile, Profile):
+        raise ConfigError("profile", f"expected a Profile, got {type(profile).__name__}", "calibration.Profile")
+    if not isinstance(workload, Workload):
+        raise ConfigError("workload", f"expected a Workload, got {type(workload).__name__}", "saguaro_sim.Workload")
+    check_number("batch_size", batch_size, 1, 4096, integer=True)
+    check_number("temperature", temperature, 0.0, 10.0)
+    if objective not in OBJECTIVES:
+        raise ConfigError("objective", f"unknown objective {objective!r}", " | ".join(OBJECTIVES))
+    cons = constraints if constraints is not None else Constraints()
+    if not isinstance(cons, Constraints):
+        raise ConfigError("constraints", f"expected Constraints, got {type(cons).__name__}", "saguaro_sim.Constraints")
+    predictor, simulator = _defaults(predictor, simulator)
+    target_devices = cons.target_devices or int(profile.provenance.get("target_devices", 1))
+    sizes = [batch_size] + [b for b in (cons.batch_sizes or ()) if b != batch_size]
+    grids = [candidates(profile, b, temperature, cons) for b in sizes]
+    n_confirm = len(sizes) * (cons.top_n + 2)
+    bar = tqdm(total=sum(map(len, grids)) + n_confirm, disable=not progress, file=sys.stderr,
+               desc="optimize", unit="cfg", leave=False)
+    try:
+        rows_by_size = [_search_one(profile, workload, grid, objective, cons, target_devices, predictor,
+                                    simulator, seed, bar) for grid in grids]
+    finally:
+        bar.close()
+    table, baselines, results = rows_by_size[0]
+    ranked = [r for r in table if _allowed(r, cons)]
+    if not ranked:
+        raise ConfigError("constraints", "no candidate satisfies the constraints", "a non-empty search space")
+    for i, r in enumerate(ranked, 1):
+        r["rank"] = i
+    pareto = pareto_front([r for rows, _, _ in rows_by_size for r in rows if _allowed(r, cons)])
+    best_row = ranked[0]
+    return Plan(best=results[best_row["_id"]][0], best_result=results[best_row["_id"]][1],
+                table=[_clean(r) for r in ranked], pareto=[_clean(r) for r in pareto],
+                baselines={name: _clean(r) for name, r in baselines.items()}, objective=objective,
+                batch_size=batch_size, temperature=temperature, searched=sum(map(len, grids)),
+                wall_s=time.perf_counter() - t0, constraints=cons)
+
+
+def _defaults(predictor: Callable | None, simulator: Callable | None) -> tuple[Callable, Callable]:
+    if predictor is None:
+        from saguaro_sim.analytic import predict as predictor
+    if simulator is None:
+        from saguaro_sim.simulate import simulate as simulator
+    return predictor, simulator
+
+
+def _allowed(row: dict, cons: Constraints) -> bool:
+    return row["mode"] in cons.modes and (row["mode"] != "ssd" or row["backup"] in cons.backups)
+
+
+def _clean(row: dict) -> dict:
+    return {k: v for k, v in row.items() if not k.startswith("_")}
+
+
+def devices_used(spec: SpecConfig, target_devices: int) -> int:
+    """Devices a deployment occupies: the target's, plus SSD's own draft devices (SD's draft shares them)."""
+    return target_devices + (spec.draft_devices if spec.mode == "ssd" else 0)
+
+
+def confirm_workload(workload: Workload, batch_size: int) -> Workload:
+    """Smaller workload for confirming simulations, with the same mean context length as the full one."""
+    out = min(workload.output_tokens, CONFIRM_TOKENS)
+    n = max(batch_size, min(workload.num_sequences, CONFIRM_BATCHES * batch_size))
+    prompt = workload.prompt_tokens + (workload.output_tokens - out) // 2
+    return Workload(num_sequences=n, output_tokens=out, prompt_tokens=prompt)
+
+
+def _search_one(profile: Profile, workload: Workload, grid: list[Candidate], objective: str, cons: Constraints,
+                target_devices: int, predictor: Callable, simulator: Callable, seed: int,
+                bar: tqdm) -> tuple[list[dict], dict[str, dict], dict[int, tuple]]:
+    """Predict the whole grid at one batch size, simulate the top_n allowed plus the AR / SD baselines."""
+    preds = []
+    for cand in grid:
+        preds.append(predictor(profile, cand.spec, workload))
+        bar.update(1)
+    tpd = [p.throughput / devices_used(c.spec, target_devices) for c, p in zip(grid, preds)]
+    score = [p.tokens_per_s_per_seq for p in preds] if objective == "latency" else tpd
+    order = sorted(range(len(grid)), key=lambda i: -score[i])
+    allowed = [i for i in order if _allowed({"mode": grid[i].spec.mode, "backup": grid[i].spec.backup}, cons)]
+    best_ar = next(i for i in order if grid[i].spec.mode == "ar")
+    best_sd = next(i for i in order if grid[i].spec.mode == "sd")
+    chosen = list(dict.fromkeys(allowed[:cons.top_n] + [best_ar, best_sd]))
+    wl = confirm_workload(workload, grid[0].spec.batch_size)
+    rows, results = [], {}
+    for i in chosen:
+        spec, pred = grid[i].spec, preds[i]
+        res = simulator(profile, spec, wl, seed=seed)
+        bar.update(1)
+        results[i] = (spec, res)
+        ndev = devices_used(spec, target_devices)
+        row = {"_id": i, "rank": None, **spec.to_dict(), "shape": grid[i].shape, "devices": ndev,
+               "pred_tokens_per_s_per_seq": float(pred.tokens_per_s_per_seq),
+               "pred_throughput": float(pred.throughput), "pred_throughput_per_device": float(tpd[i]),
+               "pred_p_hit": float(pred.p_hit), "pred_tokens_per_round": float(pred.tokens_per_round),
+               "tokens_per_s_per_seq": float(res.tokens_per_s_per_seq), "throughput": float(res.throughput),
+               "throughput_per_device": float(res.throughput) / ndev, "hit_rate": float(res.hit_rate),
+               "tokens_per_round": float(res.tokens_per_round)}
+        rows.append(row)
+    key = "tokens_per_s_per_seq" if objective == "latency" else "throughput_per_device"
+    rows.sort(key=lambda r: -r[key])
+    ar = next(r for r in rows if r["mode"] == "ar")
+    sd = next(r for r in rows if r["mode"] == "sd")  # the best simulated SD among those confirmed
+    for r in rows:
+        r["objective"] = r[key]
+        r["speedup_vs_ar"] = r["tokens_per_s_per_seq"] / ar["tokens_per_s_per_seq"]
+        r["speedup_vs_sd"] = r["tokens_per_s_per_seq"] / sd["tokens_per_s_per_seq"]
+    return rows, {"ar": ar, "sd": sd}, results

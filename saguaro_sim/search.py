@@ -1,0 +1,156 @@
+"""The optimizer's search space: Constraints and the candidate AR / SD / SSD configurations they allow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from calibration.errors import ConfigError, check_choice, check_number
+from calibration.profile import Profile
+from saguaro_sim.config import BACKUPS, MODES, SpecConfig
+from saguaro_sim.fanout import exact_fanout
+
+SHAPES = ("uniform", "geometric", "exact")
+ABSOLUTE_BUDGETS = (8, 16, 32, 64, 128, 256)
+BUDGET_MULTIPLES = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Limits on the search: K range, budget per sequence, draft devices, allowed modes/backups, the
+    batch sizes the Pareto frontier spans, and how many predicted-best candidates the simulator confirms."""
+
+    k_range: tuple[int, int] = (1, 10)
+    max_budget: int = 256
+    max_draft_devices: int = 1
+    target_devices: int | None = None
+    modes: tuple[str, ...] = MODES
+    backups: tuple[str, ...] = ("neural", "fast")
+    batch_sizes: tuple[int, ...] | None = None
+    top_n: int = 8
+
+    def __post_init__(self) -> None:
+        kr = self.k_range
+        if not isinstance(kr, list | tuple) or len(kr) != 2:
+            raise ConfigError("constraints.k_range", f"expected (k_min, k_max), got {kr!r}", "1 <= k_min <= k_max <= 64")
+        lo = check_number("constraints.k_range[0]", kr[0], 1, 64, integer=True)
+        hi = check_number("constraints.k_range[1]", kr[1], 1, 64, integer=True)
+        if lo > hi:
+            raise ConfigError("constraints.k_range", f"k_min {lo} > k_max {hi}", "1 <= k_min <= k_max <= 64")
+        object.__setattr__(self, "k_range", (int(lo), int(hi)))
+        check_number("constraints.max_budget", self.max_budget, 1, 65536, integer=True)
+        check_number("constraints.max_draft_devices", self.max_draft_devices, 1, 64, integer=True)
+        if self.target_devices is not None:
+            check_number("constraints.target_devices", self.target_devices, 1, 4096, integer=True)
+        object.__setattr__(self, "modes", _subset("constraints.modes", self.modes, MODES))
+        object.__setattr__(self, "backups", _subset("constraints.backups", self.backups, BACKUPS))
+        if self.batch_sizes is not None:
+            if not isinstance(self.batch_sizes, list | tuple) or not self.batch_sizes:
+                raise ConfigError("constraints.batch_sizes", f"expected a non-empty list, got {self.batch_sizes!r}",
+                                  "list of integers in [1, 4096]")
+            sizes = [int(check_number(f"constraints.batch_sizes[{i}]", b, 1, 4096, integer=True))
+                     for i, b in enumerate(self.batch_sizes)]
+            object.__setattr__(self, "batch_sizes", tuple(sorted(set(sizes))))
+        check_number("constraints.top_n", self.top_n, 1, 1000, integer=True)
+
+    def to_dict(self) -> dict:
+        """JSON-able form (tuples become lists)."""
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Constraints:
+        """Build from a plain dict (config file / CLI); unknown keys are an error naming the key."""
+        if not isinstance(d, dict):
+            raise ConfigError("constraints", "must be a table/object", "key = value pairs")
+        known = {f.name for f in fields(cls)}
+        for key in d:
+            if key not in known:
+                raise ConfigError(f"constraints.{key}", "unknown key", ", ".join(sorted(known)))
+        d = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the search: a concrete SpecConfig and the fan-out shape that produced it."""
+
+    spec: SpecConfig
+    shape: str  # "uniform" | "geometric" | "exact" for SSD, "-" for AR / SD
+
+
+def _subset(field: str, values: object, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, list | tuple) or not values:
+        raise ConfigError(field, f"expected a non-empty list, got {values!r}", " | ".join(allowed))
+    for v in values:
+        check_choice(field, v, allowed)
+    return tuple(dict.fromkeys(values))
+
+
+def budgets_for(k: int, max_budget: int) -> list[int]:
+    """SSD budgets per sequence tried at lookahead k: multiples of k+1 and a few absolutes, <= max_budget."""
+    found = {m * (k + 1) for m in BUDGET_MULTIPLES} | set(ABSOLUTE_BUDGETS)
+    out = sorted(b for b in found if b <= max_budget)
+    return out or [max_budget]
+
+
+def sampler_cs(profile: Profile) -> list[float]:
+    """C = 1 plus every C value the profile characterizes (in acceptance or hit-curve c_effect)."""
+    cs = {1.0} | set(profile.acceptance.c_effect) | set(profile.hits.c_effect)
+    return sorted(cs, reverse=True)
+
+
+def exact_schedules(profile: Profile, k: int, budget: int, temperature: float, sampler_c: float,
+                    backup: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Exact integer fan-outs (primary, after-miss) for the profile's acceptance and hit curves.
+
+    After a fast-backup speculation almost nothing is accepted, so the after-miss schedule is optimized for
+    an accepted length of 0; after a neural backup it uses the usual length distribution and backup curve.
+    """
+    pmf = profile.acceptance.length_pmf(k, temperature, sampler_c)
+    hits = profile.hits
+
+    def primary_miss(f: int, pos: int) -> float:
+        return hits.miss(f, pos, temperature, False, sampler_c)
+
+    def backup_miss(f: int, pos: int) -> float:
+        return hits.miss(f, pos, temperature, True, sampler_c)
+
+    primary = exact_fanout(pmf, primary_miss, budget)
+    miss_pmf = pmf if backup != "fast" else np.eye(k + 1)[0]
+    after_miss = exact_fanout(miss_pmf, backup_miss, budget)
+    return _nonzero(primary), _nonzero(after_miss)
+
+
+def _nonzero(f: tuple[int, ...]) -> tuple[int, ...]:
+    # a zero budget (e.g. all hits already certain) still needs one cached candidate to be a valid schedule
+    return f if sum(f) > 0 else (1,) + f[1:]
+
+
+def candidates(profile: Profile, batch_size: int, temperature: float, constraints: Constraints) -> list[Candidate]:
+    """Every configuration in the search space: one AR, SD for each K, SSD over K x budget x shape x C x
+    backup x draft devices. AR and SD are always listed (they are the baselines); callers filter by mode."""
+    base = SpecConfig(mode="ar", k=0, temperature=temperature, batch_size=batch_size)
+    out = [Candidate(base, "-")]
+    k_lo, k_hi = constraints.k_range
+    for k in range(k_lo, k_hi + 1):
+        out.append(Candidate(base.replace(mode="sd", k=k), "-"))
+    if "ssd" not in constraints.modes:
+        return out
+    cs = sampler_cs(profile)
+    schedules: dict[tuple, tuple] = {}
+    for k in range(k_lo, k_hi + 1):
+        for budget in budgets_for(k, constraints.max_budget):
+            for c in cs:
+                for backup in constraints.backups:
+                    key = (k, budget, c, backup == "fast")
+                    if key not in schedules:
+                        schedules[key] = exact_schedules(profile, k, budget, temperature, c, backup)
+                    primary, after_miss = schedules[key]
+                    ssd = base.replace(mode="ssd", k=k, budget=budget, sampler_c=c, backup=backup)
+                    for devices in range(1, min(constraints.max_draft_devices, budget) + 1):
+                        spec = ssd.replace(draft_devices=devices)
+                        out.append(Candidate(spec.replace(fanout_shape="uniform"), "uniform"))
+                        out.append(Candidate(spec.replace(fanout_shape="geometric"), "geometric"))
+                        out.append(Candidate(spec.replace(fanout=primary, fanout_miss=after_miss), "exact"))
+    return out
