@@ -1,0 +1,65 @@
+"""Plots: each writes a real PNG plus a JSON of the same numbers; bad input names the field."""
+
+import json
+
+import pytest
+
+from calibration import ConfigError
+from saguaro_sim import plots
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _check(png, kind):
+    assert png.suffix == ".png" and png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 2000
+    data = json.loads(png.with_suffix(".json").read_text())
+    assert data["kind"] == kind
+    assert not [p for p in png.parent.iterdir() if p.name.startswith(".")]  # no temp files left
+    return data
+
+
+def _events(rounds=10):
+    ev, t = [], 0.0
+    for r in range(rounds):
+        ev.append({"name": "verify", "track": "verifier", "start_s": t, "dur_s": 0.015, "args": {"round": r}})
+        ev.append({"name": "build cache", "track": "speculator 0", "start_s": t, "dur_s": 0.010, "args": {}})
+        ev.append({"name": "message", "track": "link", "start_s": t + 0.015, "dur_s": 0.0002, "args": {}})
+        t += 0.0152
+    return ev
+
+
+def test_timeline(tmp_path):
+    png = plots.plot_timeline(_events(), tmp_path / "timeline.png", max_rounds=3)
+    data = _check(png, "timeline")
+    assert data["tracks"] == ["verifier", "speculator 0", "link"]
+    assert sum(e["track"] == "verifier" for e in data["events"]) == 3
+    assert data["events"][0]["start_ms"] == 0.0 and data["events"][0]["dur_ms"] == pytest.approx(15.0)
+
+
+def test_line_plots(tmp_path):
+    d = _check(plots.plot_speedup_vs_k([1, 2, 4, 8], {"SD": [1.5, 1.9, 2.2, 2.0], "SSD": [1.8, 2.4, 2.9, 2.7]},
+                                       tmp_path / "k.png"), "speedup_vs_k")
+    assert d["series"]["SSD"][2] == 2.9 and d["x"] == [1, 2, 4, 8]
+    _check(plots.plot_speedup_vs_batch([1, 2, 4], {"neural": [2.0, 1.6, 1.3], "fast": [1.5, 1.5, 1.4]},
+                                       tmp_path / "b"), "speedup_vs_batch")  # .png is added
+    _check(plots.plot_hit_vs_fanout([1, 2, 4], {"T=0": [0.7, 0.8, 0.9]}, tmp_path / "h.png"), "hit_vs_fanout")
+    d = _check(plots.plot_fanout({"geometric": [8, 6, 4, 3, 3], "uniform": [5, 5, 5, 4, 5]}, tmp_path / "f.png"),
+               "fanout")
+    assert d["schedules"]["geometric"] == [8, 6, 4, 3, 3]
+
+
+def test_pareto_frontier(tmp_path):
+    lat = [50.0, 40.0, 30.0, 45.0, 20.0]
+    thr = [50.0, 100.0, 200.0, 45.0, 150.0]  # point 3 and 4 are dominated
+    d = _check(plots.plot_pareto(lat, thr, tmp_path / "p.png", labels=list("abcde")), "pareto")
+    assert sorted(d["frontier"]) == [0, 1, 2]
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match=r"series\['SD'\]"):
+        plots.plot_speedup_vs_k([1, 2], {"SD": [1.0]}, tmp_path / "x.png")
+    with pytest.raises(ConfigError, match="events"):
+        plots.plot_timeline([], tmp_path / "t.png")
+    with pytest.raises(ConfigError, match=r"events\[0\].start_s"):
+        plots.plot_timeline([{"name": "v", "track": "v", "dur_s": 1}], tmp_path / "t.png")
+    assert list(tmp_path.iterdir()) == []
