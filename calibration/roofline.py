@@ -103,7 +103,7 @@ def roofline(hardware: str | Hardware = "h100", target: str | ModelShape = "llam
     tp_part = f"-tp{target_tp}" if target_tp > 1 else ""
     name = name or f"{hw.name}-{t.name}{tp_part}-{d.name}"
     provenance = {"source": "roofline", "hardware": hw.to_dict(), "target": t.to_dict(), "target_tp": target_tp,
-                  "draft": d.to_dict(), "draft_tp": draft_tp, "dtype_bytes": dtype_bytes, "link": link,
+                  "target_devices": target_tp, "draft": d.to_dict(), "draft_tp": draft_tp, "dtype_bytes": dtype_bytes, "link": link,
                   "efficiency": tgt.params["efficiency"],
                   "acceptance": "given" if acceptance is not None else ASSUMED,
                   "hits": "given" if hits is not None else ASSUMED,
