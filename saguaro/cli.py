@@ -1,0 +1,97 @@
+"""The `saguaro` command line: subcommands discovered from modules in saguaro.commands.
+
+To add a subcommand, write saguaro/commands/<name>.py exposing `add_parser(subparsers) -> ArgumentParser`
+and `main(args) -> int`, and list <name> in COMMANDS (already listed: run, profile, calibrate, autotune,
+report — until their module exists they are placeholders that explain what is missing). Import heavy
+dependencies (torch) inside `main`, not at module level, so every other command stays fast.
+
+Bad input (ConfigError, bad flags) prints one line on stderr naming the field and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from calibration.errors import ConfigError
+
+COMMANDS = ["presets", "simulate", "optimize", "run", "profile", "calibrate", "autotune", "report"]
+
+_PLANNED = {"run": "run a configuration on real models (executor)",
+            "profile": "measure latencies and acceptance on this machine",
+            "calibrate": "fit a profile from measurements",
+            "autotune": "profile, fit, optimize, run and compare in one loop",
+            "report": "tables and plots from a run or autotune folder"}
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _placeholder(name: str, reason: str):
+    def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        help_ = f"{_PLANNED.get(name, name)} (not available: {reason})"
+        p = subparsers.add_parser(name, help=help_, description=help_)
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        return p
+
+    def main(args: argparse.Namespace) -> int:
+        print(f"saguaro {name}: not available in this build ({reason})", file=sys.stderr)
+        return 1
+
+    return add_parser, main
+
+
+def _load(name: str):
+    """(add_parser, main) of saguaro.commands.<name>, or a placeholder saying why it is unavailable."""
+    modname = f"saguaro.commands.{name}"
+    try:
+        mod = importlib.import_module(modname)
+    except ModuleNotFoundError as e:
+        reason = f"{modname} not written yet" if e.name == modname else f"missing dependency {e.name!r}"
+        return _placeholder(name, reason)
+    return mod.add_parser, mod.main
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    """The top-level parser and {command: main function}."""
+    parser = Parser(prog="saguaro", description="Plan, simulate, tune and run speculative speculative decoding.")
+    from saguaro import __version__
+    parser.add_argument("--version", action="version", version=f"saguaro {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    mains = {}
+    for name in COMMANDS:
+        add_parser, main_fn = _load(name)
+        add_parser(sub)
+        mains[name] = main_fn
+    return parser, mains
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point (`saguaro`, `python -m saguaro`): returns the process exit status."""
+    parser, mains = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(mains[args.command](args) or 0)
+    except ConfigError as e:
+        msg = " ".join(str(e).split())  # always one line
+        print(f"saguaro {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"saguaro {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `saguaro presets | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

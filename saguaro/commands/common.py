@@ -1,0 +1,135 @@
+"""Pieces shared by the CLI subcommands: profile / workload flags, --json output, staged --out folders."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from calibration.errors import ConfigError
+from calibration.jsonio import _default
+from calibration.profile import Profile, list_presets, load_preset
+from saguaro_sim.workload import Workload
+
+DEFAULT_PROFILE = "h100-llama70b-tp4-llama1b"
+
+
+def add_profile_arg(p: argparse.ArgumentParser) -> None:
+    """--profile NAME|PATH."""
+    p.add_argument("--profile", default=DEFAULT_PROFILE, metavar="NAME|PATH",
+                   help=f"preset name (see `saguaro presets`) or a profile JSON path (default {DEFAULT_PROFILE})")
+
+
+def add_workload_args(p: argparse.ArgumentParser, sequences: int = 16, output: int = 512) -> None:
+    """--num-sequences, --output-tokens, --prompt-tokens."""
+    g = p.add_argument_group("workload")
+    g.add_argument("--num-sequences", type=int, default=sequences, help=f"sequences to decode (default {sequences})")
+    g.add_argument("--output-tokens", type=int, default=output, help=f"tokens generated per sequence (default {output})")
+    g.add_argument("--prompt-tokens", type=int, default=128, help="prompt length per sequence (default 128)")
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    """--json and --out DIR."""
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON only (on stdout)")
+    p.add_argument("--out", metavar="DIR", help="write results, plots and traces into DIR (replaced atomically)")
+
+
+def load_profile(name: str) -> Profile:
+    """A preset by name or a profile JSON by path; errors name the field (--profile / the file)."""
+    if os.path.exists(name) and not name.endswith(".json") and os.sep not in name:
+        name = f".{os.sep}{name}"  # a bare file name in the current folder
+    try:
+        return load_preset(name)
+    except ConfigError as e:
+        if e.field == "profile":
+            raise ConfigError("--profile", e.problem, e.allowed or ", ".join(list_presets())) from None
+        raise
+
+
+def workload_from(args: argparse.Namespace) -> Workload:
+    """Workload from the flags; errors name the flag."""
+    try:
+        return Workload(num_sequences=args.num_sequences, output_tokens=args.output_tokens,
+                        prompt_tokens=args.prompt_tokens)
+    except ConfigError as e:
+        raise ConfigError(f"--{e.field.replace('_', '-')}", e.problem, e.allowed) from None
+
+
+def int_list(field: str, text: str | None) -> tuple[int, ...] | None:
+    """'4,3,2,1,1' -> (4, 3, 2, 1, 1); errors name the flag."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.replace(" ", "").split(",") if x != "")
+    except ValueError:
+        raise ConfigError(field, f"expected comma-separated integers, got {text!r}", "e.g. 4,3,2,1,1") from None
+
+
+def print_json(obj: Any) -> None:
+    """The only stdout output of a --json run."""
+    sys.stdout.write(json.dumps(obj, indent=1, default=_default) + "\n")
+
+
+def table(rows: list[list[Any]], header: list[str]) -> str:
+    """Plain aligned text table (numbers right-aligned)."""
+    cells = [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
+    num = [all(isinstance(r[i], int | float) for r in rows) if rows else False for i in range(len(header))]
+
+    def line(vals: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num)).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return "-" if v is None else str(v)
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+    if isinstance(v, list | tuple):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+class StagedDir:
+    """An --out folder written in a hidden temp folder and renamed into place on success (else removed).
+
+    Usage: `with StagedDir(path) as d: write into d`; nothing appears at `path` unless the block succeeds.
+    An existing folder at `path` is replaced; a non-folder there is an error, raised before any work.
+    """
+
+    def __init__(self, path: str | os.PathLike | None) -> None:
+        self.path = Path(path) if path else None
+        self.tmp: Path | None = None
+        if self.path is not None and self.path.exists() and not self.path.is_dir():
+            raise ConfigError("--out", f"{self.path} exists and is not a folder", "a new or existing folder")
+
+    def __enter__(self) -> Path | None:
+        if self.path is None:
+            return None
+        anchor = self.path.absolute().parent
+        while not anchor.exists():
+            anchor = anchor.parent
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=anchor))
+        return self.tmp
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self.tmp is None:
+            return
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        old = None
+        if self.path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
+            os.replace(self.path, old / "x")
+        os.replace(self.tmp, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
