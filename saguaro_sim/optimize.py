@@ -86,7 +86,8 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
     if not isinstance(cons, Constraints):
         raise ConfigError("constraints", f"expected Constraints, got {type(cons).__name__}", "saguaro_sim.Constraints")
     predictor, simulator = _defaults(predictor, simulator)
-    target_devices = cons.target_devices or int(profile.provenance.get("target_devices", 1))
+    prov = profile.provenance
+    target_devices = cons.target_devices or int(prov.get("target_devices", prov.get("target_tp", 1)))
     sizes = [batch_size] + [b for b in (cons.batch_sizes or ()) if b != batch_size]
     grids = [candidates(profile, b, temperature, cons) for b in sizes]
     n_confirm = len(sizes) * (cons.top_n + 2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -9,7 +11,6 @@ import numpy as np
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.profile import Profile
 from saguaro_sim.config import BACKUPS, MODES, SpecConfig
-from saguaro_sim.fanout import exact_fanout
 
 SHAPES = ("uniform", "geometric", "exact")
 ABSOLUTE_BUDGETS = (8, 16, 32, 64, 128, 256)
@@ -94,36 +95,63 @@ def budgets_for(k: int, max_budget: int) -> list[int]:
     return out or [max_budget]
 
 
-def sampler_cs(profile: Profile) -> list[float]:
-    """C = 1 plus every C value the profile characterizes (in acceptance or hit-curve c_effect)."""
+def sampler_cs(profile: Profile, temperature: float = 1.0) -> list[float]:
+    """C = 1 plus every C value the profile characterizes (acceptance or hit-curve c_effect). Saguaro
+    sampling reshapes a *sampling* distribution, so at temperature 0 (greedy decoding) only C = 1 applies."""
+    if temperature <= 0:
+        return [1.0]
     cs = {1.0} | set(profile.acceptance.c_effect) | set(profile.hits.c_effect)
     return sorted(cs, reverse=True)
 
 
-def exact_schedules(profile: Profile, k: int, budget: int, temperature: float, sampler_c: float,
-                    backup: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Exact integer fan-outs (primary, after-miss) for the profile's acceptance and hit curves.
+def nested_exact_fanouts(pmf: np.ndarray, miss: Callable[[int, int], float],
+                         budgets: list[int]) -> dict[int, tuple[int, ...]]:
+    """`fanout.exact_fanout(pmf, miss, B)` for every B in budgets from one greedy pass: the greedy
+    allocation for a larger budget extends the one for a smaller budget (same tie-breaking)."""
+    n = len(pmf)
+    f = [0] * n
+    cur = [miss(0, k) for k in range(n)]
+    heap = [(-(pmf[k] * (cur[k] - miss(1, k))), k) for k in range(n)]
+    heapq.heapify(heap)
+    out, spent = {}, 0
+    for budget in sorted(set(budgets)):
+        while spent < budget and heap and -heap[0][0] > 0:
+            _, k = heapq.heappop(heap)
+            f[k] += 1
+            spent += 1
+            cur[k] = miss(f[k], k)
+            heapq.heappush(heap, (-(pmf[k] * (cur[k] - miss(f[k] + 1, k))), k))
+        out[budget] = tuple(f)
+    return out
+
+
+def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: float, sampler_c: float,
+                    backup: str, memo: dict | None = None) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Exact integer fan-outs {budget: (primary, after-miss)} for the profile's acceptance and hit curves.
 
     After a fast-backup speculation almost nothing is accepted, so the after-miss schedule is optimized for
     an accepted length of 0; after a neural backup it uses the usual length distribution and backup curve.
+    memo caches hit-curve lookups across calls (keyed by fan-out, position, source, C).
     """
     pmf = profile.acceptance.length_pmf(k, temperature, sampler_c)
-    hits = profile.hits
+    memo = {} if memo is None else memo
 
-    def primary_miss(f: int, pos: int) -> float:
-        return hits.miss(f, pos, temperature, False, sampler_c)
+    def curve(source: bool) -> Callable[[int, int], float]:
+        def miss(f: int, pos: int) -> float:
+            key = (f, pos, source, sampler_c)
+            if key not in memo:
+                memo[key] = profile.hits.miss(f, pos, temperature, source, sampler_c)
+            return memo[key]
+        return miss
 
-    def backup_miss(f: int, pos: int) -> float:
-        return hits.miss(f, pos, temperature, True, sampler_c)
-
-    primary = exact_fanout(pmf, primary_miss, budget)
+    primary = nested_exact_fanouts(pmf, curve(False), budgets)
     miss_pmf = pmf if backup != "fast" else np.eye(k + 1)[0]
-    after_miss = exact_fanout(miss_pmf, backup_miss, budget)
-    return _nonzero(primary), _nonzero(after_miss)
+    after_miss = nested_exact_fanouts(miss_pmf, curve(True), budgets)
+    return {b: (_nonzero(primary[b]), _nonzero(after_miss[b])) for b in budgets}
 
 
 def _nonzero(f: tuple[int, ...]) -> tuple[int, ...]:
-    # a zero budget (e.g. all hits already certain) still needs one cached candidate to be a valid schedule
+    # a zero allocation (every hit already certain) still needs one cached candidate to be a valid schedule
     return f if sum(f) > 0 else (1,) + f[1:]
 
 
@@ -137,16 +165,15 @@ def candidates(profile: Profile, batch_size: int, temperature: float, constraint
         out.append(Candidate(base.replace(mode="sd", k=k), "-"))
     if "ssd" not in constraints.modes:
         return out
-    cs = sampler_cs(profile)
-    schedules: dict[tuple, tuple] = {}
+    memo: dict = {}
     for k in range(k_lo, k_hi + 1):
-        for budget in budgets_for(k, constraints.max_budget):
-            for c in cs:
+        budgets = budgets_for(k, constraints.max_budget)
+        for c in sampler_cs(profile, temperature):
+            by_kind = {fast: exact_schedules(profile, k, budgets, temperature, c, "fast" if fast else "neural", memo)
+                       for fast in {b == "fast" for b in constraints.backups}}
+            for budget in budgets:
                 for backup in constraints.backups:
-                    key = (k, budget, c, backup == "fast")
-                    if key not in schedules:
-                        schedules[key] = exact_schedules(profile, k, budget, temperature, c, backup)
-                    primary, after_miss = schedules[key]
+                    primary, after_miss = by_kind[backup == "fast"][budget]
                     ssd = base.replace(mode="ssd", k=k, budget=budget, sampler_c=c, backup=backup)
                     for devices in range(1, min(constraints.max_draft_devices, budget) + 1):
                         spec = ssd.replace(draft_devices=devices)

@@ -11,9 +11,17 @@ from hypothesis import strategies as st
 
 from calibration import AcceptanceModel, ConfigError, HitCurve, LatencyModel, Profile
 from saguaro_sim import SpecConfig, Workload
+from saguaro_sim.fanout import accept_length_pmf, exact_fanout
 from saguaro_sim.optimize import confirm_workload, devices_used, optimize
 from saguaro_sim.pareto import pareto_front
-from saguaro_sim.search import Constraints, budgets_for, candidates, exact_schedules, sampler_cs
+from saguaro_sim.search import (
+    Constraints,
+    budgets_for,
+    candidates,
+    exact_schedules,
+    nested_exact_fanouts,
+    sampler_cs,
+)
 
 
 @dataclass
@@ -72,8 +80,9 @@ def test_budgets_and_cs():
     assert budgets_for(10, 5) == [5]
     prof = toy_profile().with_(hits=HitCurve.power_law(0.3, 0.5, c_effect={0.5: 0.7}),
                                acceptance=AcceptanceModel.geometric(0.8, c_effect={0.25: 0.8}))
-    assert sampler_cs(prof) == [1.0, 0.5, 0.25]
-    assert sampler_cs(toy_profile()) == [1.0]
+    assert sampler_cs(prof, 0.7) == [1.0, 0.5, 0.25]
+    assert sampler_cs(prof, 0.0) == [1.0]  # greedy decoding: Saguaro sampling does not apply
+    assert sampler_cs(toy_profile(), 0.7) == [1.0]
 
 
 def test_grid_honours_constraints():
@@ -91,11 +100,25 @@ def test_grid_honours_constraints():
 
 
 def test_exact_after_fast_backup_puts_budget_at_zero():
-    primary, after = exact_schedules(toy_profile(), 4, 20, 0.0, 1.0, "fast")
+    primary, after = exact_schedules(toy_profile(), 4, [20], 0.0, 1.0, "fast")[20]
     assert after == (20, 0, 0, 0, 0)
     assert sum(primary) == 20 and primary[0] < 20
-    _, after_neural = exact_schedules(toy_profile(), 4, 20, 0.0, 1.0, "neural")
+    _, after_neural = exact_schedules(toy_profile(), 4, [20], 0.0, 1.0, "neural")[20]
     assert after_neural == primary  # same law for backup speculations in this profile
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.05, 0.98), st.integers(1, 6), st.floats(0.05, 0.9), st.floats(0.1, 1.2),
+       st.lists(st.integers(0, 80), min_size=1, max_size=5))
+def test_nested_greedy_equals_exact_fanout(alpha, k, c, r, budgets):
+    pmf = accept_length_pmf(alpha, k)
+
+    def miss(f, pos):  # position-dependent power law with a saturating table-like head
+        return 1.0 if f == 0 else min(1.0, c * (1 + 0.1 * pos) * f ** -r)
+
+    nested = nested_exact_fanouts(pmf, miss, budgets)
+    for b in budgets:
+        assert nested[b] == exact_fanout(pmf, miss, b)
 
 
 @pytest.mark.parametrize("field, kw", [
