@@ -161,19 +161,15 @@ def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, 
     return RoundTimes(verify, profile.target(batch, 1, context), draft_step, build, backup, up, down)
 
 
-def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int, fast: bool) -> float:
+def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int) -> float:
     """E[SSD round time] with per-sequence hits independent, P(hit) = p_hit each (Corollary 16, general).
 
-    All hit: max(V, T_p) with V = msg_down + verify + msg_up. All miss: the tree is dropped, V + T_b.
-    Mixed (batch > 1): neural backup waits for the draft device, max(V, T_p) + T_b; fast backup runs
-    beside it, max(V + T_b, T_p). With T_p <= V this is exactly Corollary 16's denominator.
+    The speculator answers once both its cache is built and the outcome has arrived: max(V, T_p), with
+    V = msg_down + verify + msg_up; if any sequence of the batch missed, the backup follows: + T_b.
+    With T_p <= V this is exactly Corollary 16's denominator p^b max(1, T_p) + (1 - p^b)(1 + T_b).
     """
     v = rt.msg_down + rt.verify + rt.msg_up
-    all_hit = p_hit ** batch
-    all_miss = (1 - p_hit) ** batch
-    mixed = max(0.0, 1.0 - all_hit - all_miss)
-    t_mixed = max(v + rt.backup, rt.build) if fast else max(v, rt.build) + rt.backup
-    return all_hit * max(v, rt.build) + all_miss * (v + rt.backup) + mixed * t_mixed
+    return max(v, rt.build) + (1.0 - p_hit ** batch) * rt.backup
 
 
 # ---- predict ---------------------------------------------------------------------------------------
@@ -215,7 +211,7 @@ def _ssd_rate(profile: Profile, spec: SpecConfig, batch: int, context: float, fa
               parts: tuple[float, float]) -> tuple[float, float, RoundTimes]:
     p, tokens = parts
     rt = round_times(profile, spec, batch, context, fast)
-    t = ssd_round_time(rt, p, batch, fast)
+    t = ssd_round_time(rt, p, batch)
     return tokens / t, t, rt
 
 

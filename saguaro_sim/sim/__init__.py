@@ -1,0 +1,1 @@
+"""Building blocks of the discrete-event simulator (simpy processes, link, batch state)."""

@@ -1,0 +1,144 @@
+"""The batch of sequences decoding together: slots, context lengths, per-round draws and per-sequence stats.
+
+Continuous batching: the workload's sequences enter `batch_size` slots in order; when one finishes, the
+next waiting sequence takes its slot at the end of that round; once none wait the batch shrinks. Each new
+sequence starts from a primary (cached) speculation: prefill and the first draft are not modelled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_CHUNK = 2048  # rounds of random draws made at once (vectorized)
+
+
+class BatchState:
+    """Per-slot state and the acceptance / cache-hit outcomes of each verification round.
+
+    Random draws are made vectorized, in chunks of rounds, for both possible sources of each slot's
+    speculation (primary / backup); the per-round update then only picks per slot (plain Python lists:
+    cheaper than numpy on batch-sized vectors).
+    """
+
+    def __init__(self, batch: int, num_sequences: int, output_tokens: int, prompt_tokens: int,
+                 rng: np.random.Generator, pmf_primary: np.ndarray | None = None,
+                 pmf_backup: np.ndarray | None = None, hit_table: np.ndarray | None = None) -> None:
+        b = min(batch, num_sequences)
+        self.rng, self.width = rng, b
+        self.out, self.prompt = output_tokens, prompt_tokens
+        self.num_sequences = num_sequences
+        self.seq = list(range(b))
+        self.next_seq = b
+        self.slots = list(range(b))  # active slots
+        self.done = [0] * b
+        self.ctx = [float(prompt_tokens)] * b
+        self.ctx_sum = float(prompt_tokens) * b
+        self.src = [0] * b  # 0: speculation from the cache (primary), 1: from the backup
+        self.start_s = np.zeros(num_sequences)
+        self.finish_s = np.full(num_sequences, np.nan)
+        self.pmf_p, self.pmf_b, self.table = pmf_primary, pmf_backup, hit_table
+        self._r = self._n = 0
+        self.seq_rounds = 0  # sequence-rounds (one per active sequence per round)
+        self.tokens = 0
+        self.hits = 0
+
+    @property
+    def n_active(self) -> int:
+        return len(self.slots)
+
+    @property
+    def finished(self) -> bool:
+        return not self.slots
+
+    def mean_context(self) -> float:
+        """Mean context length over the active slots (the latency models take batch * context)."""
+        return self.ctx_sum / len(self.slots) if self.slots else 0.0
+
+    def _draw(self) -> None:
+        """Draw the next chunk: accepted length and hit flag of every slot under either source."""
+        b, kmax = self.width, len(self.pmf_p) - 1
+        ua = self.rng.random((_CHUNK, b))
+        kp = np.minimum(np.searchsorted(np.cumsum(self.pmf_p), ua, side="right"), kmax)
+        kb = np.minimum(np.searchsorted(np.cumsum(self.pmf_b), ua, side="right"), kmax)
+        self._kp, self._kb = kp.tolist(), kb.tolist()
+        if self.table is not None:
+            uh = self.rng.random((_CHUNK, b))
+            self._hp = (uh < self.table[0][kp]).tolist()
+            self._hb = (uh < self.table[1][kb]).tolist()
+        self._r, self._n = 0, _CHUNK
+
+    def verify_round(self, now: float, ssd: bool) -> tuple[bool, int]:
+        """Apply one verification at time `now`: accepted lengths, bonus tokens, cache hits, finished
+        sequences (refilled from the queue). Returns (any active sequence missed, tokens added)."""
+        if self._r >= self._n:
+            self._draw()
+        r = self._r
+        self._r += 1
+        kp, kb = self._kp[r], self._kb[r]
+        hp, hb = (self._hp[r], self._hb[r]) if ssd else (None, None)
+        src, done, ctx, out = self.src, self.done, self.ctx, self.out
+        added, misses, ended = 0, 0, []
+        for s in self.slots:
+            if ssd and src[s]:
+                k, hit = kb[s], hb[s]
+            elif ssd:
+                k, hit = kp[s], hp[s]
+            else:
+                k, hit = kp[s], True
+            if not hit:
+                misses += 1
+            src[s] = 0 if hit else 1
+            t = min(k + 1, out - done[s])
+            done[s] += t
+            ctx[s] += t
+            added += t
+            if done[s] >= out:
+                ended.append(s)
+        self.ctx_sum += added
+        self.tokens += added
+        self.seq_rounds += len(self.slots)
+        self.hits += len(self.slots) - misses
+        if ended:
+            self._refill(ended, now)
+        return misses > 0, added
+
+    def ar_steps(self, steps: int, now: float) -> int:
+        """Apply `steps` autoregressive steps (one token per active sequence each)."""
+        added, ended = 0, []
+        for s in self.slots:
+            t = min(steps, self.out - self.done[s])
+            self.done[s] += t
+            self.ctx[s] += t
+            added += t
+            if self.done[s] >= self.out:
+                ended.append(s)
+        self.ctx_sum += added
+        self.tokens += added
+        self.seq_rounds += len(self.slots) * steps
+        if ended:
+            self._refill(ended, now)
+        return added
+
+    def steps_to_next_finish(self) -> int:
+        """Tokens until the first active sequence finishes (AR chunking)."""
+        return self.out - max(self.done[s] for s in self.slots)
+
+    def _refill(self, ended: list[int], now: float) -> None:
+        for s in ended:
+            self.finish_s[self.seq[s]] = now
+            self.ctx_sum -= self.ctx[s]
+            if self.next_seq < self.num_sequences:
+                self.seq[s] = self.next_seq
+                self.start_s[self.next_seq] = now
+                self.next_seq += 1
+                self.done[s] = 0
+                self.ctx[s] = float(self.prompt)
+                self.ctx_sum += self.prompt
+                self.src[s] = 0
+            else:
+                self.slots.remove(s)
+
+    def per_seq_rates(self) -> np.ndarray:
+        """Tokens per second of each finished sequence (output_tokens / its time in the batch)."""
+        dur = self.finish_s - self.start_s
+        return np.where(dur > 0, self.out / np.where(dur > 0, dur, 1.0), np.nan)

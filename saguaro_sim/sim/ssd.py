@@ -1,0 +1,105 @@
+"""SSD as simpy processes: the verifier, one speculator per draft device, and the link between them.
+
+Round: the lead speculator (device 0) sends a speculation; the verifier receives it (msg_down), verifies
+it (target(b, K+1, L)) and sends the outcome back (msg_up). Meanwhile every draft device builds its share
+of the speculation cache (glue forward + K tree steps over ceil(budget / draft_devices) branches). The
+lead answers once its cache is built and the outcome has arrived: at once when every sequence hit, after
+the backup (neural: K draft steps on device 0; fast: profile.fast_backup_s) when any sequence missed.
+If building takes longer than verification, the verifier waits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from saguaro_sim.analytic import message_bytes
+from saguaro_sim.sim.engine import Engine
+from saguaro_sim.sim.link import Link, Mailbox
+
+
+class SSDEngine(Engine):
+    """Verifier + speculator processes exchanging speculations and outcomes over a Link."""
+
+    def __init__(self, *args: object, fast: bool, **kw: object) -> None:
+        super().__init__(*args, **kw)
+        env, spec = self.env, self.spec
+        self.fast = fast
+        self.draft_devices = spec.draft_devices
+        self.width = math.ceil(spec.budget / spec.draft_devices)
+        self.up_bytes, self.down_bytes = message_bytes(spec, self.profile.vocab_size, 1)
+        self.to_verifier = Mailbox(env)
+        self.to_speculator = Mailbox(env)
+        self.link = Link(env, self.events)
+        self.go = [env.event() for _ in range(spec.draft_devices)]
+        self.built = [env.event() for _ in range(spec.draft_devices)]
+        self.backup_rounds = 0
+
+    def start(self) -> None:
+        self.env.process(self._verifier())
+        self.env.process(self._lead())
+        for d in range(1, self.draft_devices):
+            self.env.process(self._worker(d))
+
+    def _build_s(self, b: int, ctx: float) -> float:
+        draft, k = self.profile.draft, self.spec.k
+        return draft(b, k + 1, ctx) + k * draft(b, self.width, ctx)
+
+    def _send_speculation(self, b: int) -> None:
+        nbytes = self.down_bytes * b
+        self.link.send(self.to_verifier, None, self.profile.message_s(nbytes), "speculation", nbytes)
+
+    def _verifier(self):
+        env, st, k, target = self.env, self.state, self.spec.k, self.profile.target
+        while True:
+            yield self.to_verifier.get()
+            b, ctx = st.n_active, st.mean_context()
+            t_v = target(b, k + 1, ctx)
+            start = env.now
+            yield env.timeout(t_v)
+            self.verify_busy += t_v
+            any_miss, added = st.verify_round(env.now, ssd=True)
+            self.record("verify", "verifier", start, t_v, batch=b, tokens=added, any_miss=any_miss)
+            if self.end_round():
+                return
+            nbytes = self.up_bytes * st.n_active
+            self.link.send(self.to_speculator, any_miss, self.profile.message_s(nbytes), "outcome", nbytes)
+
+    def _lead(self):
+        env, st, k = self.env, self.state, self.spec.k
+        self._send_speculation(st.n_active)  # the first speculation (drafted before t = 0, not modelled)
+        while True:
+            b, ctx = st.n_active, st.mean_context()
+            t_build = self._build_s(b, ctx)
+            start = env.now
+            for d in range(1, self.draft_devices):
+                self.built[d] = env.event()
+                self.go[d].succeed(t_build)
+            built_at = start + t_build  # device 0 is busy building until then (no event needed)
+            any_miss = yield self.to_speculator.get()
+            if env.now < built_at:  # building takes longer than verification: the verifier waits
+                yield env.timeout(built_at - env.now)
+            for d in range(1, self.draft_devices):
+                yield self.built[d]
+            self.draft_busy += t_build
+            self.record("build cache", "speculator 0", start, t_build, batch=b, budget=self.spec.budget)
+            b, ctx = st.n_active, st.mean_context()
+            if any_miss:
+                t_b = self.profile.fast_backup_s if self.fast else k * self.profile.draft(b, 1, ctx)
+                start = env.now
+                yield env.timeout(t_b)
+                self.backup_rounds += 1
+                if not self.fast:
+                    self.draft_busy += t_b
+                self.record("fast backup" if self.fast else "neural backup", "speculator 0", start, t_b, batch=b)
+            self._send_speculation(b)
+
+    def _worker(self, d: int):
+        env, track = self.env, f"speculator {d}"
+        while True:
+            t_build = yield self.go[d]
+            self.go[d] = env.event()
+            start = env.now
+            yield env.timeout(t_build)
+            self.draft_busy += t_build
+            self.record("build cache", track, start, t_build)
+            self.built[d].succeed()

@@ -1,0 +1,110 @@
+"""simulate(profile, spec, workload, seed) -> SimResult: a simpy discrete-event simulation of AR, SD or SSD.
+
+Per-round events (one verification per round for the whole batch, one cache build per draft device),
+randomness drawn in vectorized chunks from np.random.default_rng(seed): deterministic for a seed.
+The workload's sequences are decoded with continuous batching in `spec.batch_size` slots (see
+saguaro_sim/sim/batch.py); time model and probability model as in saguaro_sim/analytic.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import simpy
+
+from calibration.errors import ConfigError
+from calibration.profile import Profile
+from saguaro_sim.analytic import accept_pmfs, hit_table, uses_fast_backup
+from saguaro_sim.config import SpecConfig
+from saguaro_sim.sim.baseline import AREngine, SDEngine
+from saguaro_sim.sim.batch import BatchState
+from saguaro_sim.sim.ssd import SSDEngine
+from saguaro_sim.trace import chrome_trace
+from saguaro_sim.workload import Workload
+
+
+@dataclass
+class SimResult:
+    """What one simulation measured; per-sequence numbers are over the workload's sequences."""
+
+    mode: str
+    backup: str
+    tokens_per_s_per_seq: float
+    per_seq_tokens_per_s: list[float]
+    throughput: float
+    tokens_per_round: float
+    hit_rate: float
+    verifier_idle_frac: float
+    draft_utilization: float
+    rounds: int
+    sim_time_s: float
+    tokens: int
+    wall_s: float = 0.0
+    events: list[dict] = field(default_factory=list)
+
+    def to_dict(self, events: bool = False) -> dict:
+        """Plain dict (JSON-able); the timeline only when events=True."""
+        d = asdict(self)
+        if not events:
+            d.pop("events")
+        return d
+
+    def to_chrome_trace(self, path: str | os.PathLike) -> str:
+        """Write the timeline (needs trace=True) as Chrome trace-event JSON; returns the path."""
+        if not self.events:
+            raise ConfigError("trace", "this result has no timeline events", "simulate(..., trace=True)")
+        return chrome_trace(self.events, path, process_name=f"saguaro simulate ({self.mode})")
+
+
+def _check_inputs(profile: object, spec: object, workload: object, seed: object) -> None:
+    for name, value, cls in (("profile", profile, Profile), ("spec", spec, SpecConfig),
+                             ("workload", workload, Workload)):
+        if not isinstance(value, cls):
+            raise ConfigError(name, f"expected {cls.__name__}, got {type(value).__name__}", cls.__name__)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError("seed", f"expected a non-negative integer, got {seed!r}", "integers >= 0")
+
+
+def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0, trace: bool = False,
+             progress: bool = False) -> SimResult:
+    """Run the discrete-event simulation of spec on profile for workload; trace=True keeps the timeline."""
+    _check_inputs(profile, spec, workload, seed)
+    wall = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    fast = spec.mode == "ssd" and uses_fast_backup(profile, spec, workload)
+    pmf_p, pmf_b = accept_pmfs(profile, spec, fast) if spec.mode != "ar" else (None, None)
+    table = hit_table(profile, spec) if spec.mode == "ssd" else None
+    state = BatchState(spec.batch_size, workload.num_sequences, workload.output_tokens, workload.prompt_tokens,
+                       rng, pmf_p, pmf_b, table)
+    env = simpy.Environment()
+    events: list | None = [] if trace else None
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=workload.num_sequences * workload.output_tokens, unit="tok", desc=f"simulate {spec.mode}")
+    if spec.mode == "ssd":
+        engine = SSDEngine(env, profile, spec, state, events, bar, fast=fast)
+    else:
+        engine = (SDEngine if spec.mode == "sd" else AREngine)(env, profile, spec, state, events, bar)
+    engine.start()
+    try:
+        env.run(until=engine.done)
+    finally:
+        if bar is not None:
+            bar.close()
+    sim_time = env.now
+    rates = state.per_seq_rates()
+    return SimResult(
+        mode=spec.mode, backup=("fast" if fast else "neural") if spec.mode == "ssd" else "none",
+        tokens_per_s_per_seq=float(np.nanmean(rates)), per_seq_tokens_per_s=[float(r) for r in rates],
+        throughput=state.tokens / sim_time if sim_time > 0 else float("inf"),
+        tokens_per_round=state.tokens / max(1, state.seq_rounds),
+        hit_rate=state.hits / max(1, state.seq_rounds) if spec.mode == "ssd" else 0.0,
+        verifier_idle_frac=max(0.0, 1.0 - engine.verify_busy / sim_time) if sim_time > 0 else 0.0,
+        draft_utilization=engine.draft_busy / (engine.draft_devices * sim_time) if sim_time > 0 else 0.0,
+        rounds=engine.rounds, sim_time_s=sim_time, tokens=state.tokens, wall_s=time.perf_counter() - wall,
+        events=events or [])
