@@ -82,8 +82,8 @@ def plot_timeline(events: Sequence[Mapping], path: str | os.PathLike, title: str
                   max_rounds: int = 6, until_s: float | None = None) -> Path:
     """Gantt chart of verifier / speculator / link activity (the paper's Figure 1) from timeline events.
 
-    events: dicts {name, track, start_s, dur_s, args}; shows the first `max_rounds` events of the first
-    track (the verifier) unless `until_s` is given.
+    events: dicts {name, track, start_s, dur_s, args}; tracks top to bottom: verifier, speculators / others,
+    link; shows the first `max_rounds` events of the top track (the verifier) unless `until_s` is given.
     """
     for i, e in enumerate(events):
         for key in ("name", "track", "start_s", "dur_s"):
@@ -92,7 +92,7 @@ def plot_timeline(events: Sequence[Mapping], path: str | os.PathLike, title: str
     evs = sorted((dict(e) for e in events), key=lambda e: float(e["start_s"]))
     if not evs:
         raise ConfigError("events", "no timeline events to plot", "a non-empty list (simulate with trace=True)")
-    tracks = list(dict.fromkeys(str(e["track"]) for e in evs))
+    tracks = sorted(dict.fromkeys(str(e["track"]) for e in evs), key=_track_rank)
     if until_s is None:
         first = [e for e in evs if str(e["track"]) == tracks[0]][:max_rounds]
         until_s = max(float(e["start_s"]) + float(e["dur_s"]) for e in first)
@@ -186,6 +186,10 @@ def plot_pareto(per_seq_tok_s: Sequence[float], throughput_per_device: Sequence[
     return _save(fig, path, {"kind": "pareto", "title": title, "x_label": "tokens/s/device",
                              "y_label": "per-sequence tokens/s", "throughput_per_device": xs,
                              "per_seq_tok_s": ys, "labels": labels, "frontier": front})
+
+
+def _track_rank(track: str) -> int:
+    return 0 if track.startswith("verifier") else 2 if track.startswith("link") else 1
 
 
 def _frontier(xs: list[float], ys: list[float]) -> list[int]:

@@ -21,6 +21,7 @@ def _check(png, kind):
 def _events(rounds=10):
     ev, t = [], 0.0
     for r in range(rounds):
+        ev.append({"name": "message", "track": "link", "start_s": t, "dur_s": 0.0001, "args": {}})
         ev.append({"name": "verify", "track": "verifier", "start_s": t, "dur_s": 0.015, "args": {"round": r}})
         ev.append({"name": "build cache", "track": "speculator 0", "start_s": t, "dur_s": 0.010, "args": {}})
         ev.append({"name": "message", "track": "link", "start_s": t + 0.015, "dur_s": 0.0002, "args": {}})
@@ -31,9 +32,11 @@ def _events(rounds=10):
 def test_timeline(tmp_path):
     png = plots.plot_timeline(_events(), tmp_path / "timeline.png", max_rounds=3)
     data = _check(png, "timeline")
-    assert data["tracks"] == ["verifier", "speculator 0", "link"]
+    assert data["tracks"] == ["verifier", "speculator 0", "link"]  # verifier on top, link last
     assert sum(e["track"] == "verifier" for e in data["events"]) == 3
-    assert data["events"][0]["start_ms"] == 0.0 and data["events"][0]["dur_ms"] == pytest.approx(15.0)
+    verify = [e for e in data["events"] if e["track"] == "verifier"]
+    assert verify[0]["start_ms"] == 0.0 and verify[0]["dur_ms"] == pytest.approx(15.0)
+    assert verify[1]["start_ms"] == pytest.approx(15.2)
 
 
 def test_line_plots(tmp_path):

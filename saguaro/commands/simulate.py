@@ -1,0 +1,125 @@
+"""`saguaro simulate`: run the discrete-event simulator for one configuration (plus AR / SD baselines)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+
+from calibration.errors import ConfigError
+from saguaro.commands.common import (
+    StagedDir,
+    add_output_args,
+    add_profile_arg,
+    add_workload_args,
+    int_list,
+    load_profile,
+    print_json,
+    table,
+    workload_from,
+)
+from saguaro_sim.config import SpecConfig
+
+SPEC_FLAGS = ("mode", "k", "fanout", "fanout_miss", "budget", "sampler_c", "backup", "temperature",
+              "batch_size", "draft_devices", "fanout_shape")
+METRICS = ("tokens_per_s_per_seq", "throughput", "tokens_per_round", "hit_rate", "verifier_idle_frac",
+           "draft_utilization", "rounds", "sim_time_s")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    p = subparsers.add_parser("simulate", help="simulate one AR / SD / SSD configuration on a profile",
+                              description="Simulate one decoding configuration (discrete-event) on a profile; "
+                                          "spec flags override --config.")
+    add_profile_arg(p)
+    g = p.add_argument_group("configuration (SpecConfig)")
+    g.add_argument("--config", metavar="FILE", help="SpecConfig .toml or .json (flags below override it)")
+    g.add_argument("--mode", help="ar | sd | ssd (default ssd)")
+    g.add_argument("--k", type=int, help="lookahead K: draft tokens per round (default 4)")
+    g.add_argument("--fanout", help="fan-out F_0..F_K, e.g. 4,3,2,1,1 (default: --fanout-shape for the budget)")
+    g.add_argument("--fanout-miss", help="fan-out after a backup speculation (default: same as --fanout)")
+    g.add_argument("--fanout-shape", help="geometric | uniform, used when --fanout is not given")
+    g.add_argument("--budget", type=int, help="cached outcomes per sequence, sum of F_k (default 4*(K+1))")
+    g.add_argument("--sampler-c", type=float, help="Saguaro sampling constant C in [0, 1] (default 1)")
+    g.add_argument("--backup", help="neural | fast | auto (default neural)")
+    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    g.add_argument("--batch-size", type=int, help="sequences decoded together (default 1)")
+    g.add_argument("--draft-devices", type=int, help="draft devices sharing the speculation tree (default 1)")
+    add_workload_args(p)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--no-baselines", action="store_true", help="skip the AR / SD baseline simulations")
+    add_output_args(p)
+    return p
+
+
+def spec_from(args: argparse.Namespace) -> SpecConfig:
+    """SpecConfig from --config and the spec flags; errors name the flag (or the file and key)."""
+    base = SpecConfig.load(args.config).to_dict() if args.config else {}
+    over = {}
+    for name in SPEC_FLAGS:
+        v = getattr(args, name)
+        if v is not None:
+            over[name] = int_list(f"--{name.replace('_', '-')}", v) if name.startswith("fanout") and \
+                name != "fanout_shape" else v
+    if "k" in over and "fanout" not in over and base.get("fanout") is not None:
+        base["fanout"] = base["fanout_miss"] = None  # a new K invalidates the file's fan-out lists
+    if "budget" not in over and ("k" in over or "fanout" in over) and not args.config:
+        base["budget"] = None
+    try:
+        return SpecConfig.from_dict({**base, **over})
+    except ConfigError as e:
+        if e.field in over:
+            raise ConfigError(f"--{e.field.replace('_', '-')}", e.problem, e.allowed) from None
+        if args.config:
+            raise ConfigError(f"{args.config}: {e.field}", e.problem, e.allowed) from None
+        raise
+
+
+def main(args: argparse.Namespace) -> int:
+    """Validate everything, simulate, then print and write outputs."""
+    from saguaro_sim import plots
+    from saguaro_sim.simulate import simulate
+
+    profile = load_profile(args.profile)
+    spec = spec_from(args)
+    workload = workload_from(args)
+    if args.seed < 0:
+        raise ConfigError("--seed", f"{args.seed} is out of range", "integers >= 0")
+    out = StagedDir(args.out)
+    res = simulate(profile, spec, workload, seed=args.seed, trace=bool(args.out),
+                   progress=not args.json and sys.stderr.isatty())
+    runs = {spec.mode: res}
+    if not args.no_baselines:
+        for mode in ("sd", "ar"):
+            if mode != spec.mode and not (mode == "sd" and spec.mode == "ar"):
+                runs[mode] = simulate(profile, spec.replace(mode=mode), workload, seed=args.seed)
+    doc = {"profile": profile.name, "spec": spec.to_dict(), "workload": asdict(workload), "seed": args.seed,
+           "result": res.to_dict(), "baselines": {m: r.to_dict() for m, r in runs.items() if m != spec.mode}}
+    for m in ("ar", "sd"):
+        if m in runs and m != spec.mode:
+            doc[f"speedup_vs_{m}"] = res.tokens_per_s_per_seq / runs[m].tokens_per_s_per_seq
+    with out as d:
+        if d is not None:
+            from calibration.jsonio import dump_json
+
+            dump_json(d / "result.json", doc)
+            spec.save(d / "spec.toml")
+            profile.to_json(d / "profile.json")
+            res.to_chrome_trace(d / "trace.json")
+            plots.plot_timeline(res.events, d / "timeline.png",
+                                title=f"{spec.mode.upper()} timeline, {profile.name} (first rounds)")
+    if args.json:
+        print_json(doc)
+        return 0
+    print(f"profile {profile.name}; {workload.num_sequences} sequences x {workload.output_tokens} tokens "
+          f"(prompt {workload.prompt_tokens}); seed {args.seed}")
+    print(f"spec: {spec.to_toml().strip().replace(chr(10), ', ')}")
+    modes = list(runs)
+    rows = [[m] + [getattr(runs[mode], m) for mode in modes] for m in METRICS]
+    print(table(rows, ["metric"] + modes))
+    for m in ("ar", "sd"):
+        if f"speedup_vs_{m}" in doc:
+            print(f"speedup vs {m.upper()}: {doc[f'speedup_vs_{m}']:.2f}x")
+    if args.out:
+        print(f"wrote {args.out}/ (result.json, spec.toml, profile.json, trace.json, timeline.png)")
+    return 0
