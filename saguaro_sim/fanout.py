@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 
 import numpy as np
@@ -48,28 +47,38 @@ def uniform_fanout(k: int, budget: int) -> tuple[int, ...]:
 
 def exact_fanout(pmf: np.ndarray, miss: Callable[[int, int], float], budget: int,
                  max_fanout: int | None = None) -> tuple[int, ...]:
-    """Exact integer optimum of sum_k P_k * miss(F_k, k) s.t. sum F_k <= budget.
+    """Integer optimum of sum_k P_k * miss(F_k, k) s.t. sum F_k <= budget.
 
     The objective is separable; with miss convex and non-increasing in F, handing out budget one unit at
-    a time to the largest marginal gain is optimal (works with any measured miss curve of that shape).
+    a time to the largest marginal gain is exactly optimal (any measured miss curve of that shape). A flat
+    start (a clipped power law: miss = 1 until c F^-r < 1) is bridged by taking the units up to the first
+    drop together, at their average gain per unit.
     """
     n = len(pmf)
+    cap = budget if max_fanout is None else min(budget, max_fanout)
     f = [0] * n
     cur = [miss(0, k) for k in range(n)]
-    heap = []
-    for k in range(n):
-        gain = pmf[k] * (cur[k] - miss(1, k))
-        heapq.heappush(heap, (-gain, k))
-    for _ in range(budget):
-        if not heap:
+    left = budget
+
+    def step(k: int) -> tuple[float, int]:
+        j = 1
+        while f[k] + j < cap and j < left and miss(f[k] + j, k) >= cur[k]:
+            j += 1
+        if f[k] + j > cap or j > left:
+            return 0.0, 0
+        return pmf[k] * (cur[k] - miss(f[k] + j, k)) / j, j
+
+    while left > 0:
+        best_k, best_gain, best_j = -1, 0.0, 0
+        for k in range(n):
+            gain, j = step(k)
+            if gain > best_gain + 1e-15:
+                best_k, best_gain, best_j = k, gain, j
+        if best_k < 0:
             break
-        neg, k = heapq.heappop(heap)
-        if -neg <= 0:
-            break
-        f[k] += 1
-        cur[k] = miss(f[k], k)
-        if max_fanout is None or f[k] < max_fanout:
-            heapq.heappush(heap, (-(pmf[k] * (cur[k] - miss(f[k] + 1, k))), k))
+        f[best_k] += best_j
+        left -= best_j
+        cur[best_k] = miss(f[best_k], best_k)
     return tuple(f)
 
 
