@@ -1,0 +1,62 @@
+"""`saguaro calibrate`: fit a Profile from Measurements files (microbenchmark grids and executor runs)."""
+
+from __future__ import annotations
+
+import argparse
+
+from calibration.errors import ConfigError
+from saguaro.commands.common import load_profile, print_json, table
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    p = subparsers.add_parser("calibrate", help="fit a profile from measurements",
+                              description="Fit latency models (cross-validated), link latency, acceptance per "
+                                          "position and hit curves (tables + power law) from Measurements JSON "
+                                          "files, and write a profile JSON with its provenance.")
+    p.add_argument("measurements", nargs="+", metavar="FILE",
+                   help="Measurements JSON files: a `saguaro profile` grid and one file per run")
+    p.add_argument("-o", "--out", default="profile.json", metavar="FILE", help="profile JSON to write (default profile.json)")
+    p.add_argument("--name", help="profile name (default fit-<host>)")
+    p.add_argument("--base", metavar="NAME|PATH", help="profile supplying parts the measurements lack")
+    p.add_argument("--json", action="store_true", help="print the fitted profile as JSON")
+    return p
+
+
+def summary_rows(profile) -> list[list]:
+    """One line per fitted part: what form, how good."""
+    prov = profile.provenance
+    rows = []
+    for who in ("target", "draft"):
+        f = prov.get(f"{who}_fit", {})
+        rows.append([f"{who} latency", f.get("form"), f.get("n"), f.get("cv_mape")])
+    if "link_fit" in prov:
+        rows.append(["link", f"{profile.link_s * 1e6:.1f} us one way", prov["link_fit"]["n"], prov["link_fit"].get("mape")])
+    for t in profile.acceptance.by_temperature:
+        rows.append([f"acceptance T={t}", f"alpha={profile.acceptance.mean_alpha(4, t):.3f}", None, None])
+    for t, by_src in profile.hits.by_temperature.items():
+        for src, spec in by_src.items():
+            rows.append([f"hits T={t} {src}", f"c={spec['c']:.3f} r={spec['r']:.3f}", None, None])
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    """Read the files, fit, write the profile atomically and print a summary."""
+    from calibration import Measurements
+    from calibration.fit import fit
+
+    meas = []
+    for path in args.measurements:
+        try:
+            meas.append(Measurements.from_json(path))
+        except ConfigError as e:
+            raise ConfigError(f"measurements {e.field}", e.problem, e.allowed) from None
+    base = load_profile(args.base) if args.base else None
+    profile = fit(*meas, name=args.name, base=base)
+    profile.to_json(args.out)
+    if args.json:
+        print_json(profile.to_dict())
+        return 0
+    print(table(summary_rows(profile), ["part", "fit", "n", "cv error"]))
+    print(f"wrote {args.out}")
+    return 0
