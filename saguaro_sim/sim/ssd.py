@@ -33,6 +33,7 @@ class SSDEngine(Engine):
         self.go = [env.event() for _ in range(spec.draft_devices)]
         self.built = [env.event() for _ in range(spec.draft_devices)]
         self.backup_rounds = 0
+        self._msg_cache: dict[int, float] = {}
 
     def start(self) -> None:
         self.env.process(self._verifier())
@@ -44,12 +45,19 @@ class SSDEngine(Engine):
         draft, k = self.profile.draft, self.spec.k
         return draft(b, k + 1, ctx) + k * draft(b, self.width, ctx)
 
+    def _message_s(self, nbytes: int) -> float:
+        t = self._msg_cache.get(nbytes)
+        if t is None:
+            t = self._msg_cache[nbytes] = self.profile.message_s(nbytes)
+        return t
+
     def _send_speculation(self, b: int) -> None:
         nbytes = self.down_bytes * b
-        self.link.send(self.to_verifier, None, self.profile.message_s(nbytes), "speculation", nbytes)
+        self.link.send(self.to_verifier, None, self._message_s(nbytes), "speculation", nbytes)
 
     def _verifier(self):
         env, st, k, target = self.env, self.state, self.spec.k, self.profile.target
+        tracing = self.events is not None
         while True:
             yield self.to_verifier.get()
             b, ctx = st.n_active, st.mean_context()
@@ -58,14 +66,16 @@ class SSDEngine(Engine):
             yield env.timeout(t_v)
             self.verify_busy += t_v
             any_miss, added = st.verify_round(env.now, ssd=True)
-            self.record("verify", "verifier", start, t_v, batch=b, tokens=added, any_miss=any_miss)
+            if tracing:
+                self.record("verify", "verifier", start, t_v, batch=b, tokens=added, any_miss=any_miss)
             if self.end_round():
                 return
             nbytes = self.up_bytes * st.n_active
-            self.link.send(self.to_speculator, any_miss, self.profile.message_s(nbytes), "outcome", nbytes)
+            self.link.send(self.to_speculator, any_miss, self._message_s(nbytes), "outcome", nbytes)
 
     def _lead(self):
         env, st, k = self.env, self.state, self.spec.k
+        tracing = self.events is not None
         self._send_speculation(st.n_active)  # the first speculation (drafted before t = 0, not modelled)
         while True:
             b, ctx = st.n_active, st.mean_context()
@@ -81,7 +91,8 @@ class SSDEngine(Engine):
             for d in range(1, self.draft_devices):
                 yield self.built[d]
             self.draft_busy += t_build
-            self.record("build cache", "speculator 0", start, t_build, batch=b, budget=self.spec.budget)
+            if tracing:
+                self.record("build cache", "speculator 0", start, t_build, batch=b, budget=self.spec.budget)
             b, ctx = st.n_active, st.mean_context()
             if any_miss:
                 t_b = self.profile.fast_backup_s if self.fast else k * self.profile.draft(b, 1, ctx)
@@ -90,7 +101,9 @@ class SSDEngine(Engine):
                 self.backup_rounds += 1
                 if not self.fast:
                     self.draft_busy += t_b
-                self.record("fast backup" if self.fast else "neural backup", "speculator 0", start, t_b, batch=b)
+                if tracing:
+                    self.record("fast backup" if self.fast else "neural backup", "speculator 0", start, t_b,
+                                batch=b)
             self._send_speculation(b)
 
     def _worker(self, d: int):
