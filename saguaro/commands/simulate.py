@@ -114,6 +114,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"profile {profile.name}; {workload.num_sequences} sequences x {workload.output_tokens} tokens "
           f"(prompt {workload.prompt_tokens}); seed {args.seed}")
     print(f"spec: {spec.to_toml().strip().replace(chr(10), ', ')}")
+    if spec.mode == "ssd" and spec.backup == "auto":
+        print(f"backup auto -> {res.backup} at batch {spec.batch_size}")
     modes = list(runs)
     rows = [[m] + [getattr(runs[mode], m) for mode in modes] for m in METRICS]
     print(table(rows, ["metric"] + modes))
