@@ -57,7 +57,7 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
     top_n = m.meta.get("top_n") or spec.get("top_n")
     return RunRounds(k=int(spec["k"]), temperature=float(spec.get("temperature", 0.0)),
                      sampler_c=float(spec.get("sampler_c", 1.0)), mode=str(spec.get("mode", "ssd")),
-                     backup=str(spec.get("backup", "neural")), rounds=m.rounds,
+                     backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=m.rounds,
                      top_n=int(top_n) if top_n else None)
 
 

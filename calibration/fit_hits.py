@@ -27,8 +27,8 @@ def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int]]]:
                               "one rank per sequence")
         backup = _seq_values(row, "from_backup", len(acc), False)
         for a, rk, b in zip(acc, ranks, backup):
-            if rk is None:
-                continue
+            if rk is None or (run.mode == "sd" and int(a) >= run.k):
+                continue  # SD drafts no row at position K: its rank there is unknown, not a miss
             out["backup" if b else "primary"].append((int(a), int(rk)))
     return out
 

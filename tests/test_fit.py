@@ -177,3 +177,12 @@ def test_base_profile_fills_missing_parts_and_errors_name_fields():
     rows[3]["median_s"] = 0.0
     with pytest.raises(ConfigError, match=r"latency\[target\]\[3\].*median_s > 0"):
         fit(Measurements(latency=rows + grid_rows("draft", pw_truth)), base=base)
+
+
+def test_sd_rank_at_position_k_is_unknown_not_a_miss():
+    k = 3
+    rounds = [{"accepted": [k, 0], "bonus_rank": [-1, 0]} for _ in range(100)]  # SD: no draft row at K
+    sd = Measurements(meta={"spec": {"mode": "sd", "k": k, "temperature": 0.0}}, rounds=rounds)
+    p = fit(grid(), sd)
+    assert p.hits.hit(1, position=0) == pytest.approx(1.0)
+    assert p.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]["n"] == 100
