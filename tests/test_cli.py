@@ -63,7 +63,7 @@ def test_simulate_json_and_out(tmp_path):
     assert res["mode"] == "ssd" and 0 < res["hit_rate"] <= 1 and res["tokens_per_round"] > 1
     assert set(doc["baselines"]) == {"ar", "sd"} and doc["speedup_vs_ar"] > 1.5
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(
-        ["result.json", "spec.toml", "profile.json", "trace.json", "timeline.png", "timeline.json"])
+        [".saguaro-out", "result.json", "spec.toml", "profile.json", "trace.json", "timeline.png", "timeline.json"])
     assert SpecConfig.load(out_dir / "spec.toml").to_dict() == doc["spec"]
     trace = json.loads((out_dir / "trace.json").read_text())
     assert any(e.get("name") == "verify" for e in trace["traceEvents"])
@@ -144,17 +144,30 @@ def test_bad_profile_files(tmp_path, capsys):
         assert not (tmp_path / "o").exists()
 
 
-def test_bad_input_subprocess_and_existing_out_kept(tmp_path):
-    out_dir = tmp_path / "keep"
-    out_dir.mkdir()
-    (out_dir / "old.txt").write_text("old")
+def test_bad_input_subprocess_and_existing_out_kept(tmp_path, capsys):
+    out_dir = tmp_path / "a" / "b" / "run"  # parents do not exist yet
     code, out, err = saguaro("simulate", "--k", "-3", "--out", str(out_dir))
     assert code == 2 and out == "" and err.strip().count("\n") == 0 and "--k" in err
-    assert [p.name for p in out_dir.iterdir()] == ["old.txt"]  # untouched by a failed run
+    assert list(tmp_path.iterdir()) == []  # not even the parents
     code, _, err = saguaro("simulate", "--mode", "sd", "--out", str(out_dir), *SMALL)
     assert code == 0, err
-    assert "old.txt" not in {p.name for p in out_dir.iterdir()} and (out_dir / "result.json").is_file()
-    assert [p.name for p in tmp_path.iterdir()] == ["keep"]
+    first = json.loads((out_dir / "result.json").read_text())
+    code, _, err = inproc(capsys, "simulate", "--mode", "sd", "--k", "-1", "--out", str(out_dir))
+    assert code == 2 and json.loads((out_dir / "result.json").read_text()) == first  # failed run: old kept
+    code, _, err = inproc(capsys, "simulate", "--mode", "ar", "--out", str(out_dir), *SMALL)
+    assert code == 0 and json.loads((out_dir / "result.json").read_text())["spec"]["mode"] == "ar"  # replaced
+    assert [p.name for p in (tmp_path / "a" / "b").iterdir()] == ["run"]  # no staging folders left
+
+
+def test_out_refuses_foreign_folder(tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    code, _, err = inproc(capsys, "simulate", "--out", str(mine), *SMALL)
+    assert code == 2 and "--out" in err and (mine / "notes.txt").read_text() == "precious"
+    (tmp_path / "file").write_text("x")
+    code, _, err = inproc(capsys, "simulate", "--out", str(tmp_path / "file"), *SMALL)
+    assert code == 2 and "--out" in err
 
 
 def test_placeholders_and_version(capsys):

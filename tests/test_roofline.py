@@ -115,3 +115,14 @@ def test_shipped_presets_load_and_match_the_script():
         assert p.draft(1, 1, 512) < p.target(1, 1, 512)
     for name in names:  # every shipped profile (also ones other tools wrote) loads
         assert load_preset(name).target(1, 1, 0) > 0
+
+
+def test_make_presets_script(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("make_presets", ROOT / "scripts" / "make_presets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--out", str(tmp_path), "h100-llama8b-llama1b"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["h100-llama8b-llama1b.json"]
+    assert Profile.from_json(tmp_path / "h100-llama8b-llama1b.json").provenance["target_devices"] == 1
+    assert mod.main(["--out", str(tmp_path), "h200-whatever"]) == 2
+    assert "names: unknown preset" in capsys.readouterr().err

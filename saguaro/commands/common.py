@@ -101,14 +101,22 @@ class StagedDir:
     """An --out folder written in a hidden temp folder and renamed into place on success (else removed).
 
     Usage: `with StagedDir(path) as d: write into d`; nothing appears at `path` unless the block succeeds.
-    An existing folder at `path` is replaced; a non-folder there is an error, raised before any work.
+    An existing empty folder, or one a previous run wrote (it holds MARKER), is replaced; anything else at
+    `path` is an error, raised before any work.
     """
+
+    MARKER = ".saguaro-out"  # written into every output folder: only such folders (or empty ones) are replaced
 
     def __init__(self, path: str | os.PathLike | None) -> None:
         self.path = Path(path) if path else None
         self.tmp: Path | None = None
-        if self.path is not None and self.path.exists() and not self.path.is_dir():
-            raise ConfigError("--out", f"{self.path} exists and is not a folder", "a new or existing folder")
+        p = self.path
+        if p is not None and p.exists():
+            if not p.is_dir():
+                raise ConfigError("--out", f"{p} exists and is not a folder", "a new folder or a saguaro output folder")
+            if any(p.iterdir()) and not (p / self.MARKER).is_file():
+                raise ConfigError("--out", f"{p} is a non-empty folder saguaro did not write",
+                                  "a new or empty folder, or a previous saguaro output folder")
 
     def __enter__(self) -> Path | None:
         if self.path is None:
@@ -117,6 +125,7 @@ class StagedDir:
         while not anchor.exists():
             anchor = anchor.parent
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=anchor))
+        (self.tmp / self.MARKER).write_text("written by saguaro; this folder is replaced by the next run\n")
         return self.tmp
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
