@@ -1,6 +1,7 @@
 """Model layer of the executor: config, static KV cache, transformer, masks, checkpoint I/O."""
 
 from .config import ModelConfig
+from .cuda_graph import GraphedForward
 from .errors import ConfigError
 from .kv_cache import KVCache
 from .loading import load_model, random_model, read_config, save_model
@@ -8,6 +9,6 @@ from .masks import allow, causal_mask, contiguous_slots, prefix_mask
 from .transformer import Transformer
 
 __all__ = [
-    "ConfigError", "KVCache", "ModelConfig", "Transformer", "allow", "causal_mask", "contiguous_slots",
+    "ConfigError", "GraphedForward", "KVCache", "ModelConfig", "Transformer", "allow", "causal_mask", "contiguous_slots",
     "load_model", "prefix_mask", "random_model", "read_config", "save_model",
 ]

@@ -116,7 +116,7 @@ def random_model(config: ModelConfig, seed: int = 0, device: torch.device | str 
     """Random weights at any shape (latency profiling, tests). Deterministic for a given seed and device."""
     with torch.device("meta"):
         model = Transformer(config)
-    model = model.to_empty(device=device)
+    model = model.to(dtype).to_empty(device=device)  # cast on meta: no float32 copy of a big model
     model.tie_weights()
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
@@ -127,7 +127,7 @@ def random_model(config: ModelConfig, seed: int = 0, device: torch.device | str 
                 p.zero_()
             else:
                 p.normal_(0.0, std, generator=gen)
-    return model.to(dtype).eval()
+    return model.eval()
 
 
 def save_model(model: Transformer, path: str | os.PathLike, extra_files: dict[str, str | bytes] | None = None) -> Path:
