@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from calibration.errors import ConfigError
-from calibration.jsonio import _default
 from calibration.profile import Profile, list_presets, load_preset
 from saguaro_sim.workload import Workload
 
@@ -72,7 +71,15 @@ def int_list(field: str, text: str | None) -> tuple[int, ...] | None:
 
 def print_json(obj: Any) -> None:
     """The only stdout output of a --json run."""
-    sys.stdout.write(json.dumps(obj, indent=1, default=_default) + "\n")
+    sys.stdout.write(json.dumps(obj, indent=1, default=_plain) + "\n")
+
+
+def _plain(o: Any) -> Any:
+    if hasattr(o, "tolist"):  # numpy scalars and arrays
+        return o.tolist()
+    if isinstance(o, os.PathLike):
+        return os.fspath(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:
