@@ -45,41 +45,45 @@ def uniform_fanout(k: int, budget: int) -> tuple[int, ...]:
     return round_to_budget(np.full(k + 1, budget / (k + 1)), budget)
 
 
+def exact_fanouts(pmf: np.ndarray, miss: Callable[[int, int], float], budgets: list[int],
+                  max_fanout: int | None = None) -> dict[int, tuple[int, ...]]:
+    """Exact integer optimum of sum_k P_k * miss(F_k, k) s.t. sum F_k <= B, for every B in budgets at once.
+
+    A dynamic programme over positions (O(K * B^2) with numpy) is exact for any miss curve, convex or not
+    (a clipped power law min(1, c F^-r) is not), measured tables included. Ties go to the smaller total.
+    """
+    top = max(budgets) if budgets else 0
+    n = len(pmf)
+    cap = top if max_fanout is None else min(top, max_fanout)
+    cost = np.full((n, top + 1), np.inf)
+    for k in range(n):
+        cost[k, :cap + 1] = [pmf[k] * miss(f, k) for f in range(cap + 1)]
+    best = cost[0].copy()  # best[b] = min cost of positions 0..k using exactly b units
+    choice = [np.arange(top + 1)]
+    idx = np.arange(top + 1)
+    for k in range(1, n):
+        # cand[b, f] = best[b - f] + cost[k, f] for f <= b
+        diff = idx[:, None] - idx[None, :]
+        cand = np.where(diff >= 0, best[np.clip(diff, 0, top)] + cost[k][None, :], np.inf)
+        f_opt = np.argmin(cand, axis=1)
+        best = cand[idx, f_opt]
+        choice.append(f_opt)
+    out = {}
+    for budget in budgets:
+        b = int(np.argmin(best[:budget + 1] + 1e-15 * idx[:budget + 1]))  # smallest total among equals
+        alloc = [0] * n
+        for k in range(n - 1, 0, -1):
+            alloc[k] = int(choice[k][b])
+            b -= alloc[k]
+        alloc[0] = b
+        out[budget] = tuple(alloc)
+    return out
+
+
 def exact_fanout(pmf: np.ndarray, miss: Callable[[int, int], float], budget: int,
                  max_fanout: int | None = None) -> tuple[int, ...]:
-    """Integer optimum of sum_k P_k * miss(F_k, k) s.t. sum F_k <= budget.
-
-    The objective is separable; with miss convex and non-increasing in F, handing out budget one unit at
-    a time to the largest marginal gain is exactly optimal (any measured miss curve of that shape). A flat
-    start (a clipped power law: miss = 1 until c F^-r < 1) is bridged by taking the units up to the first
-    drop together, at their average gain per unit.
-    """
-    n = len(pmf)
-    cap = budget if max_fanout is None else min(budget, max_fanout)
-    f = [0] * n
-    cur = [miss(0, k) for k in range(n)]
-    left = budget
-
-    def step(k: int) -> tuple[float, int]:
-        j = 1
-        while f[k] + j < cap and j < left and miss(f[k] + j, k) >= cur[k]:
-            j += 1
-        if f[k] + j > cap or j > left:
-            return 0.0, 0
-        return pmf[k] * (cur[k] - miss(f[k] + j, k)) / j, j
-
-    while left > 0:
-        best_k, best_gain, best_j = -1, 0.0, 0
-        for k in range(n):
-            gain, j = step(k)
-            if gain > best_gain + 1e-15:
-                best_k, best_gain, best_j = k, gain, j
-        if best_k < 0:
-            break
-        f[best_k] += best_j
-        left -= best_j
-        cur[best_k] = miss(f[best_k], best_k)
-    return tuple(f)
+    """Exact integer optimum for one budget (see exact_fanouts)."""
+    return exact_fanouts(pmf, miss, [budget], max_fanout)[budget]
 
 
 def brute_force_fanout(pmf: np.ndarray, miss: Callable[[int, int], float], budget: int) -> tuple[float, tuple]:

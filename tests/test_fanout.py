@@ -62,8 +62,6 @@ def test_exact_fanout_never_worse_than_brute_force(alpha, r, c, k, budget):
     assert objective(pmf, miss, exact_fanout(pmf, miss, budget)) <= best + 1e-12
 
 
-@pytest.mark.xfail(strict=False, reason="known gap in fanout.exact_fanout: greedy marginal gains are exact only for "
-                   "convex miss curves; min(1, c F^-r) with c near 1 is not convex (miss(0) = miss(1) = 1)")
 def test_exact_fanout_on_nonconvex_power_law():
     pmf = accept_length_pmf(0.3, 3)
     miss = power_miss(1.0, 1.0)
