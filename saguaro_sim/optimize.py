@@ -14,12 +14,14 @@ from calibration.errors import ConfigError, check_number
 from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.pareto import pareto_front
-from saguaro_sim.search import Candidate, Constraints, candidates
+from saguaro_sim.search import Candidate, Constraints, candidates, memoized
 from saguaro_sim.workload import Workload
 
 OBJECTIVES = ("latency", "throughput")
 CONFIRM_TOKENS = 256  # output tokens per sequence in the confirming simulations
-CONFIRM_BATCHES = 4  # sequences per confirming simulation = this many batches
+CONFIRM_BATCHES = 4  # at least this many batches of sequences per confirming simulation
+CONFIRM_MIN_TOKENS = 8192  # and at least this many generated tokens (keeps ranking noise ~1%)
+MODE_ORDER = {"ar": 0, "sd": 1, "ssd": 2}
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Plan:
     searched: int = 0  # candidates scored with the closed forms
     wall_s: float = 0.0
     constraints: Constraints = field(default_factory=Constraints)
+    notes: list[str] = field(default_factory=list)  # e.g. the best K sits at the edge of the search range
 
     def to_dict(self) -> dict:
         """JSON-able form (the CLI's --json output)."""
@@ -45,7 +48,7 @@ class Plan:
         return {"objective": self.objective, "batch_size": self.batch_size, "temperature": self.temperature,
                 "best": self.best.to_dict(), "best_result": res.to_dict() if hasattr(res, "to_dict") else None,
                 "table": self.table, "pareto": self.pareto, "baselines": self.baselines, "searched": self.searched,
-                "wall_s": self.wall_s, "constraints": self.constraints.to_dict()}
+                "wall_s": self.wall_s, "constraints": self.constraints.to_dict(), "notes": list(self.notes)}
 
     def summary(self, top: int = 10) -> str:
         """Short human-readable ranked table."""
@@ -64,6 +67,7 @@ class Plan:
                 f"{r['pred_p_hit']:>6.3f} {r['tokens_per_round']:>7.2f} {r['speedup_vs_ar']:>5.2f} "
                 f"{r['speedup_vs_sd']:>5.2f}")
         lines.append(f"best: {self.best.to_toml().strip().replace(chr(10), ', ')}")
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -89,6 +93,7 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
     prov = profile.provenance
     target_devices = cons.target_devices or int(prov.get("target_devices", prov.get("target_tp", 1)))
     sizes = [batch_size] + [b for b in (cons.batch_sizes or ()) if b != batch_size]
+    profile = memoized(profile)
     grids = [candidates(profile, b, temperature, cons) for b in sizes]
     n_confirm = len(sizes) * (cons.top_n + 2)
     bar = tqdm(total=sum(map(len, grids)) + n_confirm, disable=not progress, file=sys.stderr,
@@ -106,11 +111,36 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
         r["rank"] = i
     pareto = pareto_front([r for rows, _, _ in rows_by_size for r in rows if _allowed(r, cons)])
     best_row = ranked[0]
-    return Plan(best=results[best_row["_id"]][0], best_result=results[best_row["_id"]][1],
+    return Plan(notes=_notes(best_row, ranked, cons),best=results[best_row["_id"]][0], best_result=results[best_row["_id"]][1],
                 table=[_clean(r) for r in ranked], pareto=[_clean(r) for r in pareto],
                 baselines={name: _clean(r) for name, r in baselines.items()}, objective=objective,
                 batch_size=batch_size, temperature=temperature, searched=sum(map(len, grids)),
                 wall_s=time.perf_counter() - t0, constraints=cons)
+
+
+def _notes(best: dict, ranked: list[dict], cons: Constraints) -> list[str]:
+    notes = []
+    cheaper = [r for r in ranked if r["devices"] < best["devices"]]
+    if cheaper and cheaper[0]["objective"] > 0:
+        gain = best["objective"] / cheaper[0]["objective"] - 1
+        if gain < 0.01:
+            notes.append(f"best gains only {100 * gain:.2f}% over the best config with fewer devices "
+                         f"({cheaper[0]['mode']}, k={cheaper[0]['k']}): within simulation noise")
+    if best["mode"] != "ar" and best["k"] == cons.k_range[1] < 64:
+        notes.append(f"best k = {best['k']} is the top of k_range; a wider range may do better")
+    if best["mode"] == "ssd" and best["budget"] == cons.max_budget:
+        notes.append(f"best budget = {best['budget']} is max_budget; a larger budget may do better")
+    if best["mode"] == "ssd" and best["draft_devices"] == cons.max_draft_devices > 1:
+        notes.append(f"best uses all {best['draft_devices']} draft devices allowed")
+    return notes
+
+
+def _rank_key(objective_key: str) -> Callable[[dict], tuple]:
+    """Higher objective first; exact ties go to the cheaper, simpler config (fewer devices, AR < SD < SSD,
+    smaller K and budget)."""
+    def key(r: dict) -> tuple:
+        return (-r[objective_key], r["devices"], MODE_ORDER[r["mode"]], r["k"], r["budget"])
+    return key
 
 
 def _defaults(predictor: Callable | None, simulator: Callable | None) -> tuple[Callable, Callable]:
@@ -135,9 +165,12 @@ def devices_used(spec: SpecConfig, target_devices: int) -> int:
 
 
 def confirm_workload(workload: Workload, batch_size: int) -> Workload:
-    """Smaller workload for confirming simulations, with the same mean context length as the full one."""
+    """Smaller workload for confirming simulations (a few batches, >= CONFIRM_MIN_TOKENS tokens, outputs of
+    <= CONFIRM_TOKENS) with the same mean context length as the full one."""
     out = min(workload.output_tokens, CONFIRM_TOKENS)
-    n = max(batch_size, min(workload.num_sequences, CONFIRM_BATCHES * batch_size))
+    n = max(CONFIRM_BATCHES * batch_size, -(-CONFIRM_MIN_TOKENS // out))
+    if workload.num_sequences * workload.output_tokens <= n * out:
+        return workload  # small enough to simulate as is
     prompt = workload.prompt_tokens + (workload.output_tokens - out) // 2
     return Workload(num_sequences=n, output_tokens=out, prompt_tokens=prompt)
 
@@ -174,7 +207,7 @@ def _search_one(profile: Profile, workload: Workload, grid: list[Candidate], obj
                "tokens_per_round": float(res.tokens_per_round)}
         rows.append(row)
     key = "tokens_per_s_per_seq" if objective == "latency" else "throughput_per_device"
-    rows.sort(key=lambda r: -r[key])
+    rows.sort(key=_rank_key(key))
     ar = next(r for r in rows if r["mode"] == "ar")
     sd = next(r for r in rows if r["mode"] == "sd")  # the best simulated SD among those confirmed
     for r in rows:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
 
+from calibration.acceptance import AcceptanceModel
 from calibration.errors import ConfigError, check_choice, check_number
+from calibration.hits import HitCurve
 from calibration.profile import Profile
 from saguaro_sim.config import BACKUPS, MODES, SpecConfig
+from saguaro_sim.fanout import exact_fanouts
 
 SHAPES = ("uniform", "geometric", "exact")
 ABSOLUTE_BUDGETS = (8, 16, 32, 64, 128, 256)
@@ -104,27 +106,6 @@ def sampler_cs(profile: Profile, temperature: float = 1.0) -> list[float]:
     return sorted(cs, reverse=True)
 
 
-def nested_exact_fanouts(pmf: np.ndarray, miss: Callable[[int, int], float],
-                         budgets: list[int]) -> dict[int, tuple[int, ...]]:
-    """`fanout.exact_fanout(pmf, miss, B)` for every B in budgets from one greedy pass: the greedy
-    allocation for a larger budget extends the one for a smaller budget (same tie-breaking)."""
-    n = len(pmf)
-    f = [0] * n
-    cur = [miss(0, k) for k in range(n)]
-    heap = [(-(pmf[k] * (cur[k] - miss(1, k))), k) for k in range(n)]
-    heapq.heapify(heap)
-    out, spent = {}, 0
-    for budget in sorted(set(budgets)):
-        while spent < budget and heap and -heap[0][0] > 0:
-            _, k = heapq.heappop(heap)
-            f[k] += 1
-            spent += 1
-            cur[k] = miss(f[k], k)
-            heapq.heappush(heap, (-(pmf[k] * (cur[k] - miss(f[k] + 1, k))), k))
-        out[budget] = tuple(f)
-    return out
-
-
 def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: float, sampler_c: float,
                     backup: str, memo: dict | None = None) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
     """Exact integer fan-outs {budget: (primary, after-miss)} for the profile's acceptance and hit curves.
@@ -144,9 +125,9 @@ def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: f
             return memo[key]
         return miss
 
-    primary = nested_exact_fanouts(pmf, curve(False), budgets)
+    primary = exact_fanouts(pmf, curve(False), budgets)
     miss_pmf = pmf if backup != "fast" else np.eye(k + 1)[0]
-    after_miss = nested_exact_fanouts(miss_pmf, curve(True), budgets)
+    after_miss = exact_fanouts(miss_pmf, curve(True), budgets)
     return {b: (_nonzero(primary[b]), _nonzero(after_miss[b])) for b in budgets}
 
 
@@ -158,11 +139,11 @@ def _nonzero(f: tuple[int, ...]) -> tuple[int, ...]:
 def candidates(profile: Profile, batch_size: int, temperature: float, constraints: Constraints) -> list[Candidate]:
     """Every configuration in the search space: one AR, SD for each K, SSD over K x budget x shape x C x
     backup x draft devices. AR and SD are always listed (they are the baselines); callers filter by mode."""
-    base = SpecConfig(mode="ar", k=0, temperature=temperature, batch_size=batch_size)
-    out = [Candidate(base, "-")]
+    common = {"temperature": temperature, "batch_size": batch_size}
+    out = [Candidate(SpecConfig(mode="ar", k=0, **common), "-")]
     k_lo, k_hi = constraints.k_range
     for k in range(k_lo, k_hi + 1):
-        out.append(Candidate(base.replace(mode="sd", k=k), "-"))
+        out.append(Candidate(SpecConfig(mode="sd", k=k, **common), "-"))
     if "ssd" not in constraints.modes:
         return out
     memo: dict = {}
@@ -174,10 +155,41 @@ def candidates(profile: Profile, batch_size: int, temperature: float, constraint
             for budget in budgets:
                 for backup in constraints.backups:
                     primary, after_miss = by_kind[backup == "fast"][budget]
-                    ssd = base.replace(mode="ssd", k=k, budget=budget, sampler_c=c, backup=backup)
                     for devices in range(1, min(constraints.max_draft_devices, budget) + 1):
-                        spec = ssd.replace(draft_devices=devices)
-                        out.append(Candidate(spec.replace(fanout_shape="uniform"), "uniform"))
-                        out.append(Candidate(spec.replace(fanout_shape="geometric"), "geometric"))
-                        out.append(Candidate(spec.replace(fanout=primary, fanout_miss=after_miss), "exact"))
+                        kw = dict(mode="ssd", k=k, budget=budget, sampler_c=c, backup=backup, draft_devices=devices,
+                                  **common)
+                        out.append(Candidate(SpecConfig(fanout_shape="uniform", **kw), "uniform"))
+                        out.append(Candidate(SpecConfig(fanout_shape="geometric", **kw), "geometric"))
+                        out.append(Candidate(SpecConfig(fanout=primary, fanout_miss=after_miss, **kw), "exact"))
     return out
+
+
+class _MemoHits(HitCurve):
+    """The same hit curve, with miss() memoized: the grid asks for the same (F, position, ...) many times."""
+
+    def miss(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
+             sampler_c: float = 1.0) -> float:
+        key = (fanout, position, temperature, backup, sampler_c)
+        memo = self.__dict__.setdefault("_memo", {})
+        if key not in memo:
+            memo[key] = super().miss(fanout, position, temperature, backup, sampler_c)
+        return memo[key]
+
+
+class _MemoAcceptance(AcceptanceModel):
+    """The same acceptance model, with rates() memoized (copies returned, so callers cannot corrupt it)."""
+
+    def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
+        key = (k, temperature, sampler_c)
+        memo = self.__dict__.setdefault("_memo", {})
+        if key not in memo:
+            memo[key] = super().rates(k, temperature, sampler_c)
+        return memo[key].copy()
+
+
+def memoized(profile: Profile) -> Profile:
+    """An equivalent profile whose hit curve and acceptance model cache their lookups (same numbers,
+    much faster when a search scores thousands of configurations)."""
+    hits = _MemoHits(profile.hits.by_temperature, profile.hits.c_effect)
+    acceptance = _MemoAcceptance(profile.acceptance.by_temperature, profile.acceptance.c_effect)
+    return profile.with_(hits=hits, acceptance=acceptance)

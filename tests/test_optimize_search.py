@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from calibration import AcceptanceModel, ConfigError, HitCurve, LatencyModel, Profile
 from saguaro_sim import SpecConfig, Workload
-from saguaro_sim.fanout import accept_length_pmf, exact_fanout
+from saguaro_sim.fanout import brute_force_fanout
 from saguaro_sim.optimize import confirm_workload, devices_used, optimize
 from saguaro_sim.pareto import pareto_front
 from saguaro_sim.search import (
@@ -19,7 +19,6 @@ from saguaro_sim.search import (
     budgets_for,
     candidates,
     exact_schedules,
-    nested_exact_fanouts,
     sampler_cs,
 )
 
@@ -107,18 +106,14 @@ def test_exact_after_fast_backup_puts_budget_at_zero():
     assert after_neural == primary  # same law for backup speculations in this profile
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.floats(0.05, 0.98), st.integers(1, 6), st.floats(0.05, 0.9), st.floats(0.1, 1.2),
-       st.lists(st.integers(0, 80), min_size=1, max_size=5))
-def test_nested_greedy_equals_exact_fanout(alpha, k, c, r, budgets):
-    pmf = accept_length_pmf(alpha, k)
-
-    def miss(f, pos):  # position-dependent power law with a saturating table-like head
-        return 1.0 if f == 0 else min(1.0, c * (1 + 0.1 * pos) * f ** -r)
-
-    nested = nested_exact_fanouts(pmf, miss, budgets)
-    for b in budgets:
-        assert nested[b] == exact_fanout(pmf, miss, b)
+def test_exact_schedules_match_brute_force():
+    prof = toy_profile(alpha=0.75).with_(hits=HitCurve.power_law(0.875, 1.0, c_backup=0.5, r_backup=0.6))
+    for budget in (2, 5, 9):
+        sched = exact_schedules(prof, 3, [budget], 0.0, 1.0, "neural")[budget]
+        pmf = prof.acceptance.length_pmf(3)
+        for fan, backup in zip(sched, (False, True)):
+            value, _ = brute_force_fanout(pmf, lambda f, k, b=backup: prof.hits.miss(f, k, 0.0, b), budget)
+            assert sum(pmf[k] * prof.hits.miss(fan[k], k, 0.0, backup) for k in range(4)) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("field, kw", [
@@ -217,10 +212,12 @@ def test_pareto_front_matches_brute_force(points):
 
 
 def test_confirm_workload_keeps_mean_context():
-    wl = confirm_workload(Workload(num_sequences=100, output_tokens=1024, prompt_tokens=128), 8)
-    assert (wl.num_sequences, wl.output_tokens) == (32, 256)
+    wl = confirm_workload(Workload(num_sequences=100, output_tokens=1024, prompt_tokens=128), 16)
+    assert (wl.num_sequences, wl.output_tokens) == (64, 256)
     assert wl.prompt_tokens + wl.output_tokens / 2 == 128 + 1024 / 2
-    assert confirm_workload(Workload(num_sequences=2, output_tokens=64), 8).num_sequences == 8
+    assert confirm_workload(Workload(num_sequences=100, output_tokens=1024), 1).num_sequences == 32  # 8192 tokens
+    small = Workload(num_sequences=2, output_tokens=64)
+    assert confirm_workload(small, 8) == small
 
 
 def test_search_is_exhaustive_over_small_grid():
