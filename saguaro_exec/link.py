@@ -1,0 +1,154 @@
+"""How the SSD verifier reaches its speculator: a real draft process (``ProcessLink``) or, for
+debugging, the same worker called inline in this process (``InlineLink``, no overlap)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from .draft_process import TAG, DraftArgs, connect, load_source
+from .draft_worker import DraftWorker, Reply
+from .messages import outcome_tensor, reply_width, unpack_reply
+from .sampling import make_generator
+
+
+class DraftProcessError(RuntimeError):
+    """The draft process failed; the message carries its traceback."""
+
+
+class ProcessLink:
+    """Spawns the draft process, joins it in a two-rank gloo group on a free port, always cleans up."""
+
+    def __init__(self, args: DraftArgs, vocab: int) -> None:
+        self.args, self.vocab = args, vocab
+        self.proc: subprocess.Popen | None = None
+        self.pg = None
+        self._batch = 0
+
+    def __enter__(self) -> ProcessLink:
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def _open(self) -> None:
+        timeout = timedelta(seconds=self.args.timeout_s)
+        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timeout, wait_for_workers=False)
+        self._tmp = tempfile.mkdtemp(prefix="saguaro-draft-")
+        args_file, self._err_file = os.path.join(self._tmp, "args.pt"), os.path.join(self._tmp, "error.txt")
+        torch.save(self.args, args_file)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "saguaro_exec.draft_entry", str(store.port),
+                                      args_file, self._err_file], env=env, start_new_session=True)
+        self.pg = connect(store.port, 0, self.args.timeout_s, store=store)
+        self._store = store
+        self._recv(torch.zeros(1))                                       # draft model loaded
+
+    def _recv(self, t: torch.Tensor) -> torch.Tensor:
+        try:
+            self.pg.recv([t], 1, TAG).wait()
+        except RuntimeError as e:
+            raise self._failure(e) from None
+        return t
+
+    def _failure(self, e: BaseException) -> DraftProcessError:
+        tb = ""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            if os.path.exists(self._err_file):
+                with open(self._err_file) as f:
+                    tb = f.read()
+        return DraftProcessError(f"draft process failed ({e}).\n{tb}".rstrip())
+
+    def start(self, bsz: int) -> Reply:
+        """First speculation of the next batch."""
+        self._bsz = bsz
+        return self._recv_reply()
+
+    def _recv_reply(self) -> Reply:
+        k = self.args.ws.k
+        head = self._recv(torch.zeros(self._bsz + 1, reply_width(k), dtype=torch.float64))
+        q = None
+        if self.args.ws.temperature > 0:
+            q = self._recv(torch.zeros(self._bsz, k, self.vocab, dtype=torch.float32))
+        return unpack_reply(head, k, q)
+
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
+        """Send the outcome key (k, bonus) of every sequence (+ done/stop flags)."""
+        try:
+            self.pg.send([outcome_tensor(acc, bonus, done, stop)], 1, TAG).wait()
+        except RuntimeError as e:
+            raise self._failure(e) from None
+
+    def recv(self) -> Reply:
+        """The next speculation (and hit flags / ranks for the last outcome)."""
+        return self._recv_reply()
+
+    def close(self) -> None:
+        """Wait for the draft process (it exits after the last batch); terminate, then kill, if it does not."""
+        p = self.proc
+        if p is not None and p.poll() is None:
+            for stop in (lambda: None, p.terminate, p.kill):
+                stop()
+                try:
+                    p.wait(timeout=3)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.pg = None
+        self._store = None
+        if getattr(self, "_tmp", None):
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+class InlineLink:
+    """The same DraftWorker called synchronously in this process: build, then answer (no overlap)."""
+
+    def __init__(self, args: DraftArgs, vocab: int) -> None:
+        self.args, self.vocab = args, vocab
+        self.model = load_source(args.source, args.device, args.dtype)
+        self._batch = -1
+        self.pid = None
+
+    def __enter__(self) -> InlineLink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def start(self, bsz: int) -> Reply:
+        self._batch += 1
+        a = self.args
+        gen = make_generator(a.seed + 7919 * (self._batch + 1), a.device)
+        self.worker = DraftWorker(self.model, a.batches[self._batch], a.ws, gen, a.t_start)
+        return self.worker.start()
+
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
+        self._outcome = (acc, bonus, done)
+
+    def recv(self) -> Reply:
+        self.worker.build()
+        return self.worker.answer(*self._outcome)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,45 @@
+"""Per-round measurement rows (``calibration.Measurements.rounds``) and trace events, shared by engines.
+
+Per-sequence lists cover the rows still generating at that round; ``seq`` names their batch rows
+(``seq`` and ``draft_times`` are extra keys beside the calibration schema's ROUND_FIELDS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from calibration.measurements import ROUND_FIELDS
+
+
+def new_round(idx: int, t0: float, t1: float, live: list[int], **values: object) -> dict:
+    """A round row with every ROUND_FIELDS key present (times default to 0, lists to their default)."""
+    row: dict = {name: 0.0 for name in ROUND_FIELDS}
+    n = len(live)
+    row.update(round=idx, t0=t0, t1=t1, batch=n, seq=list(live), accepted=[0] * n, hit=[None] * n,
+               from_backup=[False] * n, bonus_rank=[-1] * n, context=[0] * n)
+    row.update(values)
+    return row
+
+
+@dataclass
+class BatchResult:
+    """What one engine returns for one batch of prompts."""
+
+    tokens: list[list[int]]
+    rounds: list[dict]
+    events: list[dict] = field(default_factory=list)
+    start_s: float = 0.0              # batch start, seconds since run start
+    wall_s: float = 0.0
+    finish_s: list[float] = field(default_factory=list)   # per row: seconds from batch start to done
+
+
+def event(name: str, track: str, start: float, end: float, **args: object) -> dict:
+    """One timeline span (seconds since run start) in ``saguaro_sim.trace``'s event format."""
+    return {"name": name, "track": track, "start_s": start, "dur_s": max(0.0, end - start), "args": args}
+
+
+def finish_times(finish_round: list[int], rounds: list[dict], start_s: float) -> list[float]:
+    """Seconds from batch start until each row's last round ended."""
+    ends = {r["round"]: r["t1"] for r in rounds}
+    last = rounds[-1]["t1"] if rounds else start_s
+    return [ends.get(fr, last) - start_s for fr in finish_round]

@@ -1,0 +1,152 @@
+"""RunConfig: what ``saguaro_exec.run`` executes (SpecConfig + models + prompts + devices), from TOML."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from calibration.errors import ConfigError, check_choice, check_number
+from saguaro_sim.config import SpecConfig
+
+DTYPES = ("float32", "bfloat16", "float16")
+_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
+
+
+def _check_device(name: str, value: object) -> None:
+    if not isinstance(value, str) or not _DEVICE.match(value):
+        raise ConfigError(name, f"unknown device {value!r}", "cpu | cuda | cuda:N")
+
+
+def _check_model(name: str, value: object) -> None:
+    from .model import Transformer
+
+    if value is None or isinstance(value, Transformer):
+        return
+    if not isinstance(value, str | os.PathLike):
+        raise ConfigError(name, f"expected a checkpoint directory, got {type(value).__name__}",
+                          "None (tiny pair) | a local Hugging Face checkpoint directory | a Transformer")
+    if not Path(value).is_dir():
+        raise ConfigError(name, f"checkpoint directory {os.fspath(value)!r} does not exist",
+                          "an existing directory with config.json + *.safetensors")
+
+
+def _check_prompts(value: object) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, list | tuple) and len(value) > 0 and (
+        all(isinstance(p, str) and p for p in value)
+        or all(isinstance(p, list | tuple) and p and all(isinstance(t, int) for t in p) for p in value))
+    if not ok:
+        raise ConfigError("prompts", "expected a non-empty list of non-empty strings or token-id lists",
+                          "list[str] | list[list[int]]")
+
+
+@dataclass
+class RunConfig:
+    """A real run: ``spec`` decides AR/SD/SSD; models default to the shipped tiny pair, prompts to the
+    built-in set; prompts run in batches of ``spec.batch_size``. ``inline_draft`` (debugging) runs the
+    SSD speculator in this process without overlap."""
+
+    spec: SpecConfig = field(default_factory=SpecConfig)
+    target: object = None
+    draft: object = None
+    prompts: list | None = None
+    prompt_file: str | None = None
+    max_new_tokens: int = 64
+    device: str = "cpu"
+    draft_device: str | None = None
+    dtype: str = "float32"
+    seed: int = 0
+    timeout_s: float = 600.0
+    b_star: float = 2.0
+    threads: int | None = None
+    inline_draft: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, SpecConfig):
+            raise ConfigError("spec", f"expected a SpecConfig, got {type(self.spec).__name__}", "SpecConfig")
+        _check_model("target", self.target)
+        _check_model("draft", self.draft)
+        _check_prompts(self.prompts)
+        if self.prompt_file is not None:
+            if self.prompts is not None:
+                raise ConfigError("prompt_file", "given together with prompts", "one of prompts | prompt_file")
+            if not Path(self.prompt_file).is_file():
+                raise ConfigError("prompt_file", f"{self.prompt_file!r} not found", "an existing text/JSON file")
+        check_number("max_new_tokens", self.max_new_tokens, 1, 1_000_000, integer=True)
+        _check_device("device", self.device)
+        if self.draft_device is not None:
+            _check_device("draft_device", self.draft_device)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_number("seed", self.seed, 0, 2**62, integer=True)
+        check_number("timeout_s", self.timeout_s, 0.0, 1e7, lo_open=True)
+        check_number("b_star", self.b_star, 0.0, 1e6)
+        if self.threads is not None:
+            check_number("threads", self.threads, 1, 1024, integer=True)
+        if not isinstance(self.inline_draft, bool):
+            raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
+
+    @property
+    def resolved_draft_device(self) -> str:
+        """Draft device: as given, else the target's (a second GPU when the target is on cuda:0 and one exists)."""
+        if self.draft_device is not None:
+            return self.draft_device
+        if self.device.startswith("cuda"):
+            import torch
+
+            idx = int(self.device.split(":")[1]) if ":" in self.device else 0
+            if torch.cuda.device_count() > idx + 1:
+                return f"cuda:{idx + 1}"
+        return self.device
+
+    def load_prompts(self) -> list:
+        """The prompts to run: given, from ``prompt_file`` (.json list, .jsonl, or one per line with
+        \\n escapes), or the built-in set."""
+        if self.prompts is not None:
+            return list(self.prompts)
+        if self.prompt_file is None:
+            from .prompts import BUILTIN_PROMPTS
+
+            return list(BUILTIN_PROMPTS)
+        path = Path(self.prompt_file)
+        text = path.read_text()
+        try:
+            if path.suffix == ".json":
+                prompts = json.loads(text)
+            elif path.suffix == ".jsonl":
+                prompts = [json.loads(line) for line in text.splitlines() if line.strip()]
+            else:
+                prompts = [line.replace("\\n", "\n") for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            raise ConfigError("prompt_file", f"{path}: invalid JSON ({e})", "a JSON list of strings") from None
+        _check_prompts(prompts)
+        return prompts
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike) -> RunConfig:
+        """Top-level keys are RunConfig fields; the ``[spec]`` table is a SpecConfig."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(str(path), "config file not found", "an existing .toml file")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(str(path), f"syntax error ({e})", "valid TOML") from None
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"{path}: {key}", "unknown key", ", ".join(sorted(known)))
+        data = dict(data)
+        data["spec"] = SpecConfig.from_dict(data.get("spec", {}), where=f"{path}: spec.")
+        base = path.parent
+        for key in ("target", "draft", "prompt_file"):
+            if isinstance(data.get(key), str) and not os.path.isabs(data[key]):
+                data[key] = str(base / data[key])
+        try:
+            return cls(**data)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e.field}", e.problem, e.allowed) from None

@@ -1,0 +1,88 @@
+"""Token sampling: temperature, Saguaro sampling sigma_{F,C}, and the lossless verification rule.
+
+All functions are batched over leading dimensions and draw randomness only from an explicit
+``torch.Generator`` so that runs are reproducible. Temperature 0 means greedy everywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
+    """A seeded generator on ``device`` (all sampling randomness flows through one of these)."""
+    gen = torch.Generator(device=torch.device(device))
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def target_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / T) over the last dim; one-hot argmax at T = 0."""
+    logits = logits.float()
+    if temperature <= 0.0:
+        out = torch.zeros_like(logits)
+        return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def saguaro_probs(logits: torch.Tensor, temperature: float, fanout: torch.Tensor | int,
+                  sampler_c: float) -> torch.Tensor:
+    """sigma_{F,C}: the draft's softmax with the mass of its top-F tokens scaled by C (Definition 14).
+
+    ``fanout`` is an int or a tensor broadcastable to ``logits.shape[:-1]``. C = 1 is plain sampling;
+    at T = 0 the draft is greedy (one-hot), whatever C. Rows whose scaled mass would vanish (C = 0 with
+    F >= V) fall back to plain softmax.
+    """
+    probs = target_probs(logits, temperature)
+    if temperature <= 0.0 or sampler_c >= 1.0:
+        return probs
+    fan = torch.as_tensor(fanout, device=logits.device).expand(logits.shape[:-1])
+    fmax = int(min(int(fan.max().item()), logits.shape[-1]))
+    if fmax <= 0:
+        return probs
+    top = probs.topk(fmax, dim=-1).indices                          # [..., fmax], best first
+    take = torch.arange(fmax, device=logits.device) < fan.unsqueeze(-1)  # first F_row of them
+    in_top = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, top, take)
+    scaled = torch.where(in_top, probs * sampler_c, probs)
+    total = scaled.sum(-1, keepdim=True)
+    return torch.where(total > 0, scaled / total.clamp_min(1e-30), probs)
+
+
+def sample(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+    """One token id per row of ``probs`` (any leading shape)."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    out = torch.multinomial(flat, 1, generator=gen).squeeze(-1)
+    return out.reshape(probs.shape[:-1])
+
+
+def leading_true(flags: torch.Tensor) -> torch.Tensor:
+    """Number of leading True values along the last dim (the accepted prefix length)."""
+    return flags.long().cumprod(-1).sum(-1)
+
+
+def verify(p: torch.Tensor, q: torch.Tensor | None, tokens: torch.Tensor, temperature: float,
+           gen: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Speculative-sampling verification of ``tokens`` [B, K] against target probs ``p`` [B, K+1, V].
+
+    ``q`` [B, K, V] is the distribution each draft token was actually sampled from. Token i is
+    accepted with min(1, p_i/q_i); at the first rejection the bonus comes from norm(max(0, p - q)),
+    after K accepts from p_{K+1}. At T = 0 (``q`` may be None) this is exact greedy matching.
+    Returns (accepted count [B], bonus token [B]).
+    """
+    bsz, k = tokens.shape
+    rows = torch.arange(bsz, device=tokens.device)
+    if temperature <= 0.0:
+        greedy = p.argmax(-1)                                        # [B, K+1]
+        acc = leading_true(greedy[:, :k] == tokens)
+        return acc, greedy[rows, acc]
+    assert q is not None, "verification at temperature > 0 needs the draft distributions q"
+    p_tok = p[:, :k].gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    q_tok = q.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    u = torch.rand(bsz, k, generator=gen, device=p.device)
+    acc = leading_true(u * q_tok < p_tok)                            # u < p/q without dividing
+    p_at = p[rows, acc]                                              # [B, V]
+    q_pad = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)        # q_{K+1} = 0 -> residual = p
+    resid = (p_at - q_pad[rows, acc]).clamp_min(0.0)
+    mass = resid.sum(-1, keepdim=True)
+    resid = torch.where(mass > 0, resid / mass.clamp_min(1e-30), p_at)
+    return acc, sample(resid, gen)

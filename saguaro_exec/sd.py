@@ -1,0 +1,65 @@
+"""Speculative decoding: the draft (in this process) drafts K tokens one by one, then one verification."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .drafter import Drafter
+from .model import Transformer
+from .rounds import BatchResult, event, finish_times, new_round
+from .verifier import Verifier
+
+
+def bonus_ranks(d_logits: torch.Tensor, sent: torch.Tensor, acc: torch.Tensor, bonus: torch.Tensor,
+                n_rank: int) -> list[int]:
+    """Rank of each bonus token in the draft's ordering at its position, excluding the sent token there
+    (-1 when beyond ``n_rank`` or when all K were accepted: SD has no draft row at position K)."""
+    out = []
+    k = sent.shape[1]
+    for b in range(sent.shape[0]):
+        a = int(acc[b])
+        if a >= k:
+            out.append(-1)
+            continue
+        order = [t for t in d_logits[b, a].float().argsort(descending=True, stable=True).tolist()
+                 if t != int(sent[b, a])]
+        r = order.index(int(bonus[b]))
+        out.append(r if r < n_rank else -1)
+    return out
+
+
+def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], k: int,
+           fanout: tuple[int, ...], sampler_c: float, max_new: int, temperature: float,
+           gens: tuple[torch.Generator, torch.Generator], eos_ids: list[int], t_start: float,
+           n_rank: int = 64) -> BatchResult:
+    """SD over a batch; the draft samples from sigma_{F_i,C} (plain softmax when C = 1)."""
+    ver = Verifier(target, prompts, k, temperature, gens[0], max_new, eos_ids)
+    dr = Drafter(draft, prompts, k, temperature, sampler_c, gens[1], max_new)
+    fan = torch.tensor(fanout, dtype=torch.long).expand(len(prompts), -1)
+    now = lambda: time.perf_counter() - t_start  # noqa: E731
+    start_s = now()
+    ver.prefill()
+    dr.prefill()
+    rounds, events = [], []
+    r = 0
+    while not ver.state.all_done():
+        live = [b for b in range(len(prompts)) if not ver.state.done[b]]
+        ctx = [len(ver.state.seqs[b]) for b in live]
+        t0 = now()
+        tokens, q, d_rows = dr.jit(fan)
+        t1 = now()
+        acc, bonus = ver.verify(tokens, q, r)
+        t2 = now()
+        ranks = bonus_ranks(d_rows, tokens, acc, bonus, n_rank)
+        dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
+        t3 = now()
+        rounds.append(new_round(r, t0, t3, live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
+                                accepted=[int(acc[b]) for b in live],
+                                bonus_rank=[ranks[b] for b in live], context=ctx))
+        events += [event("draft", "speculator", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r)]
+        r += 1
+    end = now()
+    return BatchResult([ver.state.generated(b) for b in range(len(prompts))], rounds, events, start_s,
+                       end - start_s, finish_times(ver.state.finish_round, rounds, start_s))

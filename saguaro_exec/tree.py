@@ -1,0 +1,105 @@
+"""SSD's speculation cache: forking the candidate outcomes (k, t) and drafting all branches as a tree.
+
+Tree layout per sequence (L = true prefix length, K lookahead, N branches): slots [0, L+K) hold the
+prefix and the sent speculation s_1..s_K (written by the glue forward); tree step i writes branch j
+at slot L + K + i*N + j. Branch (k, t) sees slots [0, L+k) and its own earlier tree slots; its
+logical positions continue from L + k, so RoPE sees the sequence it would really be.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .runner import CachedModel
+from .sampling import saguaro_probs, sample
+
+
+@dataclass
+class Fork:
+    """Candidate outcomes per row: branch_k/branch_t/valid [B, N]; ``top`` [B, K+1, R] the draft's
+    ranking at each position and ``rank`` its 0-based rank excluding the sent token (-1 = excluded)."""
+
+    branch_k: torch.Tensor
+    branch_t: torch.Tensor
+    valid: torch.Tensor
+    top: torch.Tensor
+    rank: torch.Tensor
+
+
+@dataclass
+class SpecCache:
+    """S^T: the drafted speculation (K tokens, their q) for every forked outcome of every row."""
+
+    fork: Fork
+    tokens: torch.Tensor            # [B, N, K]
+    q: torch.Tensor | None          # [B, N, K, V] at temperature > 0
+
+    def lookup(self, acc: torch.Tensor, bonus: torch.Tensor, n_rank: int):
+        """(hit [B], bonus rank [B] (-1 beyond top-n_rank), tokens [B, K], q [B, K, V] | None)."""
+        f = self.fork
+        rows = torch.arange(acc.shape[0])
+        top_k, rank_k = f.top[rows, acc], f.rank[rows, acc]                 # [B, R]
+        eq = (top_k == bonus.view(-1, 1)) & (rank_k >= 0)
+        rank = torch.where(eq.any(-1), (rank_k * eq).sum(-1), torch.full_like(acc, -1))
+        rank = torch.where(rank < n_rank, rank, torch.full_like(rank, -1))
+        match = (f.branch_k == acc.view(-1, 1)) & (f.branch_t == bonus.view(-1, 1)) & f.valid
+        hit = match.any(-1)
+        j = match.long().argmax(-1)
+        q = None if self.q is None else self.q[rows.to(self.q.device), j.to(self.q.device)]
+        return hit, rank, self.tokens[rows, j], q
+
+
+def fork(d_logits: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n_rank: int) -> Fork:
+    """Top-F_k draft tokens at each position k from D_0..D_K [B, K+1, V], excluding the token sent at
+    k (it can never be the bonus after its own rejection); fan [B, K+1] per-row fan-out."""
+    bsz, kp1, vocab = d_logits.shape
+    width = min(vocab, max(n_rank, int(fan.max())) + 1)
+    top = d_logits.float().topk(width, dim=-1).indices.cpu()                 # [B, K+1, R] best first
+    sent_pad = torch.cat([sent, torch.full((bsz, 1), -1, dtype=torch.long)], 1)
+    keep = top != sent_pad.unsqueeze(-1)
+    rank = torch.where(keep, keep.long().cumsum(-1) - 1, torch.full_like(top, -1))
+    sel = keep & (rank < fan.unsqueeze(-1))
+    flat_sel = sel.reshape(bsz, -1)
+    n = max(1, int(flat_sel.sum(-1).max()))
+    key = (~flat_sel).long() * flat_sel.shape[1] + torch.arange(flat_sel.shape[1])
+    idx = key.argsort(-1)[:, :n]                                              # selected first, in order
+    return Fork(branch_k=idx // width, branch_t=top.reshape(bsz, -1).gather(1, idx),
+                valid=flat_sel.gather(1, idx), top=top, rank=rank)
+
+
+def tree_slots(k: int, branches: int) -> int:
+    """Cache slots the tree region needs per sequence."""
+    return k * branches
+
+
+@torch.inference_mode()
+def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, temperature: float,
+               sampler_c: float, fan: tuple[int, ...], gen: torch.Generator | None) -> SpecCache:
+    """K batched tree steps over all branches; each step samples from sigma_{F_i,C} (greedy at T=0)."""
+    bsz, n = f.branch_t.shape
+    base = prefix_len + k                                                    # first tree slot per row
+    width = int(base.max()) + k * n
+    if width > runner.capacity:
+        raise RuntimeError(f"tree needs {width} cache slots, capacity {runner.capacity}")
+    arange_s = torch.arange(width).view(1, 1, width)
+    mask = arange_s < (prefix_len.view(-1, 1) + f.branch_k).unsqueeze(-1)   # [B, N, S]
+    rows = torch.arange(bsz).view(-1, 1).expand(bsz, n)
+    cols = torch.arange(n).view(1, -1).expand(bsz, n)
+    tok = f.branch_t
+    toks, qs = [], []
+    for i in range(k):
+        slots = base.view(-1, 1) + i * n + torch.arange(n).view(1, -1)
+        mask[rows, cols, slots] = True
+        positions = prefix_len.view(-1, 1) + f.branch_k + i
+        logits = runner.forward(tok, positions, slots, mask)                  # [B, N, V]
+        if temperature <= 0:
+            tok = logits.argmax(-1).cpu()
+        else:
+            q = saguaro_probs(logits, temperature, fan[i], sampler_c)
+            tok = sample(q, gen).cpu()
+            qs.append(q)
+        toks.append(tok)
+    q_all = torch.stack(qs, 2) if qs else None
+    return SpecCache(fork=f, tokens=torch.stack(toks, 2), q=q_all)
