@@ -108,14 +108,14 @@ def sampler_cs(profile: Profile, temperature: float = 1.0) -> list[float]:
 
 def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: float, sampler_c: float,
                     backup: str, memo: dict | None = None) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Exact integer fan-outs {budget: (primary, after-miss)} for the profile's acceptance and hit curves.
+    """Exact integer fan-outs {budget: (primary, after-miss)} (fanout.exact_fanouts on the profile's curves).
 
-    After a fast-backup speculation almost nothing is accepted, so the after-miss schedule is optimized for
-    an accepted length of 0; after a neural backup it uses the usual length distribution and backup curve.
-    memo caches hit-curve lookups across calls (keyed by fan-out, position, source, C).
+    After a fast-backup speculation nothing is accepted (k = 0), so the whole budget goes to F_0; after a
+    neural backup the usual length distribution meets the backup hit curve. memo caches hit-curve lookups
+    and schedules across calls.
     """
-    pmf = profile.acceptance.length_pmf(k, temperature, sampler_c)
     memo = {} if memo is None else memo
+    pmf = profile.acceptance.length_pmf(k, temperature, sampler_c)
 
     def curve(source: bool) -> Callable[[int, int], float]:
         def miss(f: int, pos: int) -> float:
@@ -125,10 +125,24 @@ def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: f
             return memo[key]
         return miss
 
-    primary = exact_fanouts(pmf, curve(False), budgets)
-    miss_pmf = pmf if backup != "fast" else np.eye(k + 1)[0]
-    after_miss = exact_fanouts(miss_pmf, curve(True), budgets)
+    def solve(source: bool) -> dict[int, tuple[int, ...]]:
+        key = ("schedule", k, tuple(budgets), sampler_c, source)
+        if key not in memo:
+            memo[key] = exact_fanouts(pmf, curve(source), budgets)
+        return memo[key]
+
+    primary = solve(False)
+    if backup == "fast":
+        after_miss = {b: (b,) + (0,) * k for b in budgets}
+    elif _same_backup_curve(profile.hits):
+        after_miss = primary
+    else:
+        after_miss = solve(True)
     return {b: (_nonzero(primary[b]), _nonzero(after_miss[b])) for b in budgets}
+
+
+def _same_backup_curve(hits: HitCurve) -> bool:
+    return all(by_src["backup"] == by_src["primary"] for by_src in hits.by_temperature.values())
 
 
 def _nonzero(f: tuple[int, ...]) -> tuple[int, ...]:
