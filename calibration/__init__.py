@@ -2,23 +2,12 @@
 
 from calibration.acceptance import AcceptanceModel
 from calibration.errors import ConfigError
+from calibration.fit import fit
 from calibration.hits import HitCurve
 from calibration.latency import LatencyModel
 from calibration.measurements import Measurements
 from calibration.profile import Profile, list_presets, load_preset
+from calibration.roofline import roofline
 
-__all__ = ["AcceptanceModel", "ConfigError", "HitCurve", "LatencyModel", "Measurements", "Profile",
-           "list_presets", "load_preset"]
-
-try:  # filled in by the roofline / fitting modules as they land
-    from calibration.roofline import roofline  # noqa: F401
-
-    __all__.append("roofline")
-except ImportError:  # pragma: no cover
-    pass
-try:
-    from calibration.fit import fit  # noqa: F401
-
-    __all__.append("fit")
-except ImportError:  # pragma: no cover
-    pass
+__all__ = ["AcceptanceModel", "ConfigError", "HitCurve", "LatencyModel", "Measurements", "Profile", "fit",
+           "list_presets", "load_preset", "roofline"]
