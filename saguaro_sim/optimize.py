@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from calibration.errors import ConfigError, check_number
 from calibration.profile import Profile
+from saguaro_sim.analytic import resolve_fanouts
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.pareto import pareto_front
 from saguaro_sim.search import Candidate, Constraints, candidates, memoized
@@ -54,14 +55,14 @@ class Plan:
         """Short human-readable ranked table."""
         head = (f"objective={self.objective} batch={self.batch_size} T={self.temperature} "
                 f"searched={self.searched} confirmed={len(self.table)} in {self.wall_s:.2f}s")
-        cols = ("rank mode  k budget shape      C    backup dev   pred/seq  sim/seq   thr/dev  p_hit "
+        cols = ("rank mode  k budget shape            C    backup dev   pred/seq  sim/seq   thr/dev  p_hit "
                 "tok/rnd  xAR   xSD")
         lines = [head, cols]
         for r in self.table[:top]:
             ssd = r["mode"] == "ssd"
             lines.append(
                 f"{r['rank']:>4} {r['mode']:<4} {r['k']:>2} {r['budget'] if ssd else '-':>6} "
-                f"{r['shape']:<9} {r['sampler_c']:>4.2f} {r['backup'] if ssd else '-':<6} "
+                f"{r['shape']:<15} {r['sampler_c']:>4.2f} {r['backup'] if ssd else '-':<6} "
                 f"{r['draft_devices'] if ssd else 0:>3} {r['pred_tokens_per_s_per_seq']:>9.1f} "
                 f"{r['tokens_per_s_per_seq']:>8.1f} {r['throughput_per_device']:>9.1f} "
                 f"{r['pred_p_hit']:>6.3f} {r['tokens_per_round']:>7.2f} {r['speedup_vs_ar']:>5.2f} "
@@ -175,6 +176,27 @@ def confirm_workload(workload: Workload, batch_size: int) -> Workload:
     return Workload(num_sequences=n, output_tokens=out, prompt_tokens=prompt)
 
 
+def _distinct(profile: Profile, grid: list[Candidate], order: list[int], n: int) -> tuple[list[int], dict]:
+    """The first n candidates of `order` that are different deployments: fan-out shapes that resolve to
+    the same schedules are one config, labelled with every shape that produced it (e.g. "exact=geometric")."""
+    chosen: list[int] = []
+    seen: dict[tuple, int] = {}
+    shapes: dict[int, str] = {}
+    for i in order:
+        spec = grid[i].spec
+        key = (spec.mode, spec.k, spec.budget, spec.sampler_c, spec.backup, spec.draft_devices,
+               resolve_fanouts(profile, spec) if spec.mode == "ssd" else None)
+        if key in seen:
+            j = seen[key]
+            shapes[j] = f"{shapes.get(j, grid[j].shape)}={grid[i].shape}"
+            continue
+        if len(chosen) == n:
+            break
+        seen[key] = i
+        chosen.append(i)
+    return chosen, shapes
+
+
 def _search_one(profile: Profile, workload: Workload, grid: list[Candidate], objective: str, cons: Constraints,
                 target_devices: int, predictor: Callable, simulator: Callable, seed: int,
                 bar: tqdm) -> tuple[list[dict], dict[str, dict], dict[int, tuple]]:
@@ -189,7 +211,8 @@ def _search_one(profile: Profile, workload: Workload, grid: list[Candidate], obj
     allowed = [i for i in order if _allowed({"mode": grid[i].spec.mode, "backup": grid[i].spec.backup}, cons)]
     best_ar = next(i for i in order if grid[i].spec.mode == "ar")
     best_sd = next(i for i in order if grid[i].spec.mode == "sd")
-    chosen = list(dict.fromkeys(allowed[:cons.top_n] + [best_ar, best_sd]))
+    top, shapes = _distinct(profile, grid, allowed, cons.top_n)
+    chosen = list(dict.fromkeys(top + [best_ar, best_sd]))
     wl = confirm_workload(workload, grid[0].spec.batch_size)
     rows, results = [], {}
     for i in chosen:
@@ -198,7 +221,7 @@ def _search_one(profile: Profile, workload: Workload, grid: list[Candidate], obj
         bar.update(1)
         results[i] = (spec, res)
         ndev = devices_used(spec, target_devices)
-        row = {"_id": i, "rank": None, **spec.to_dict(), "shape": grid[i].shape, "devices": ndev,
+        row = {"_id": i, "rank": None, **spec.to_dict(), "shape": shapes.get(i, grid[i].shape), "devices": ndev,
                "pred_tokens_per_s_per_seq": float(pred.tokens_per_s_per_seq),
                "pred_throughput": float(pred.throughput), "pred_throughput_per_device": float(tpd[i]),
                "pred_p_hit": float(pred.p_hit), "pred_tokens_per_round": float(pred.tokens_per_round),

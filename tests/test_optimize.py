@@ -7,7 +7,7 @@ import pytest
 
 from calibration import AcceptanceModel, ConfigError, HitCurve, LatencyModel, Profile, load_preset
 from saguaro_sim import SpecConfig, Workload, simulate
-from saguaro_sim.analytic import critical_batch_size, predict
+from saguaro_sim.analytic import critical_batch_size, predict, resolve_fanouts
 from saguaro_sim.optimize import optimize
 from saguaro_sim.search import Constraints, candidates, memoized
 
@@ -163,3 +163,16 @@ def test_memoized_profile_gives_identical_predictions_and_simulations():
     assert (m.acceptance.rates(4, 0.7, 0.5) == p.acceptance.rates(4, 0.7, 0.5)).all()
     spec = next(c.spec for c in grid if c.shape == "exact")
     assert simulate(m, spec, WL, seed=3).to_dict() | {"wall_s": 0} == simulate(p, spec, WL, seed=3).to_dict() | {"wall_s": 0}
+
+
+def test_confirmed_candidates_are_distinct_deployments():
+    # small budgets: uniform, geometric and exact often resolve to the same schedule -> one row, merged label
+    p = prof(alpha=0.6)
+    plan = optimize(p, WL, constraints=Constraints(k_range=(1, 3), max_budget=8, top_n=12))
+    keys = []
+    for r in plan.table:
+        spec = SpecConfig.from_dict({k: r[k] for k in SpecConfig().to_dict()})
+        keys.append((r["mode"], r["k"], r["budget"], r["backup"], r["sampler_c"],
+                     resolve_fanouts(p, spec) if r["mode"] == "ssd" else None))
+    assert len(keys) == len(set(keys)) and len(keys) >= 12
+    assert any("=" in r["shape"] for r in plan.table)
