@@ -21,9 +21,9 @@ def prof(alpha=0.85, target=None, draft=None, link=1e-5, hits=None, **kw):
 
 
 def batchy():
-    """Target and draft slow down with batch; cheap draft: neural backup below b*, fast above."""
-    return prof(alpha=0.8, target=LatencyModel.linear(0.02, 0.0001), draft=LatencyModel.linear(0.002, 0.000002),
-                hits=HitCurve.power_law(0.2, 0.5))
+    """Target and draft slow down with batch; very cheap draft: neural backup below b*, fast above."""
+    return prof(alpha=0.8, target=LatencyModel.linear(0.02, 0.0001), draft=LatencyModel.linear(0.001, 0.000002),
+                hits=HitCurve.power_law(0.7, 0.5))
 
 
 def check_best_is_best(plan):
@@ -90,16 +90,16 @@ def test_no_wrong_ssd_win(case):
 
 
 def test_fast_backup_chosen_past_critical_batch():
-    p = batchy()
-    b_star = critical_batch_size(p, SpecConfig(mode="ssd", k=4, budget=20), WL)
-    assert b_star is not None and b_star > 1
+    p, wl = batchy(), Workload(num_sequences=64, output_tokens=256, prompt_tokens=32)
     cons = Constraints(modes=("ssd",))
-    small = optimize(p, WL, batch_size=1, constraints=cons)
-    large = optimize(p, WL, batch_size=4 * b_star, constraints=cons)
+    small = optimize(p, wl, batch_size=1, constraints=cons)
     assert small.best.backup == "neural"
-    assert large.best.backup == "fast"
-    full = optimize(p, WL, batch_size=4 * b_star)  # and SSD still beats SD there
-    assert full.best.mode == "ssd" and full.best.backup == "fast"
+    b_star = critical_batch_size(p, small.best, wl)  # b* of the config chosen at batch 1
+    assert b_star is not None and b_star > 1
+    large = optimize(p, wl, batch_size=max(16, 2 * b_star))
+    assert large.best.mode == "ssd" and large.best.backup == "fast"
+    neural = [r for r in large.table if r["mode"] == "ssd" and r["backup"] == "neural"]
+    assert all(r["tokens_per_s_per_seq"] < large.table[0]["tokens_per_s_per_seq"] for r in neural)
 
 
 def test_exact_fanout_hits_at_least_geometric_at_least_uniform():
