@@ -95,7 +95,8 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
     target_devices = cons.target_devices or int(prov.get("target_devices", prov.get("target_tp", 1)))
     sizes = [batch_size] + [b for b in (cons.batch_sizes or ()) if b != batch_size]
     profile = memoized(profile)
-    grids = [candidates(profile, b, temperature, cons) for b in sizes]
+    memo: dict = {}
+    grids = [candidates(profile, b, temperature, cons, memo) for b in sizes]
     n_confirm = len(sizes) * (cons.top_n + 2)
     bar = tqdm(total=sum(map(len, grids)) + n_confirm, disable=not progress, file=sys.stderr,
                desc="optimize", unit="cfg", leave=False)

@@ -119,14 +119,14 @@ def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: f
 
     def curve(source: bool) -> Callable[[int, int], float]:
         def miss(f: int, pos: int) -> float:
-            key = (f, pos, source, sampler_c)
+            key = (f, pos, source, sampler_c, temperature)
             if key not in memo:
                 memo[key] = profile.hits.miss(f, pos, temperature, source, sampler_c)
             return memo[key]
         return miss
 
     def solve(source: bool) -> dict[int, tuple[int, ...]]:
-        key = ("schedule", k, tuple(budgets), sampler_c, source)
+        key = ("schedule", k, tuple(budgets), sampler_c, temperature, source)
         if key not in memo:
             memo[key] = exact_fanouts(pmf, curve(source), budgets)
         return memo[key]
@@ -150,9 +150,11 @@ def _nonzero(f: tuple[int, ...]) -> tuple[int, ...]:
     return f if sum(f) > 0 else (1,) + f[1:]
 
 
-def candidates(profile: Profile, batch_size: int, temperature: float, constraints: Constraints) -> list[Candidate]:
+def candidates(profile: Profile, batch_size: int, temperature: float, constraints: Constraints,
+               memo: dict | None = None) -> list[Candidate]:
     """Every configuration in the search space: one AR, SD for each K, SSD over K x budget x shape x C x
-    backup x draft devices. AR and SD are always listed (they are the baselines); callers filter by mode."""
+    backup x draft devices. AR and SD are always listed (they are the baselines); callers filter by mode.
+    Pass the same memo (one profile) for several batch sizes to reuse the batch-independent fan-outs."""
     common = {"temperature": temperature, "batch_size": batch_size}
     out = [Candidate(SpecConfig(mode="ar", k=0, **common), "-")]
     k_lo, k_hi = constraints.k_range
@@ -160,7 +162,7 @@ def candidates(profile: Profile, batch_size: int, temperature: float, constraint
         out.append(Candidate(SpecConfig(mode="sd", k=k, **common), "-"))
     if "ssd" not in constraints.modes:
         return out
-    memo: dict = {}
+    memo = {} if memo is None else memo
     for k in range(k_lo, k_hi + 1):
         budgets = budgets_for(k, constraints.max_budget)
         for c in sampler_cs(profile, temperature):
