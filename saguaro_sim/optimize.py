@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from calibration.errors import ConfigError, check_number
 from calibration.profile import Profile
-from saguaro_sim.analytic import resolve_fanouts
+from saguaro_sim.analytic import mean_context, resolve_fanouts, round_times
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.pareto import pareto_front
 from saguaro_sim.search import Candidate, Constraints, candidates, memoized
@@ -198,17 +198,34 @@ def _distinct(profile: Profile, grid: list[Candidate], order: list[int], n: int)
     return chosen, shapes
 
 
+def _spare_devices(profile: Profile, spec: SpecConfig, workload: Workload, cache: dict) -> bool:
+    """True when spec uses several draft devices although one builds the cache within msg + verify +
+    msg: then every round takes as long as with one device, which costs fewer devices (dominated)."""
+    if spec.mode != "ssd" or spec.draft_devices == 1:
+        return False
+    key = (spec.k, spec.budget)
+    if key not in cache:
+        one = SpecConfig(mode="ssd", k=spec.k, budget=spec.budget, temperature=spec.temperature,
+                         batch_size=spec.batch_size)
+        rt = round_times(profile, one, spec.batch_size, mean_context(workload), False)
+        cache[key] = rt.build <= rt.msg_down + rt.verify + rt.msg_up
+    return cache[key]
+
+
 def _search_one(profile: Profile, workload: Workload, grid: list[Candidate], objective: str, cons: Constraints,
                 target_devices: int, predictor: Callable, simulator: Callable, seed: int,
                 bar: tqdm) -> tuple[list[dict], dict[str, dict], dict[int, tuple]]:
-    """Predict the whole grid at one batch size, simulate the top_n allowed plus the AR / SD baselines."""
-    preds = []
+    """Predict the whole grid at one batch size, simulate the top_n allowed plus the AR / SD baselines.
+    Extra draft devices are skipped where one device already builds the cache within a verification."""
+    preds, spare = [], {}
     for cand in grid:
-        preds.append(predictor(profile, cand.spec, workload))
+        useless = _spare_devices(profile, cand.spec, workload, spare)
+        preds.append(None if useless else predictor(profile, cand.spec, workload))
         bar.update(1)
-    tpd = [p.throughput / devices_used(c.spec, target_devices) for c, p in zip(grid, preds)]
-    score = [p.tokens_per_s_per_seq for p in preds] if objective == "latency" else tpd
-    order = sorted(range(len(grid)), key=lambda i: -score[i])
+    live = [i for i, p in enumerate(preds) if p is not None]
+    tpd = {i: preds[i].throughput / devices_used(grid[i].spec, target_devices) for i in live}
+    score = {i: preds[i].tokens_per_s_per_seq for i in live} if objective == "latency" else tpd
+    order = sorted(live, key=lambda i: -score[i])
     allowed = [i for i in order if _allowed({"mode": grid[i].spec.mode, "backup": grid[i].spec.backup}, cons)]
     best_ar = next(i for i in order if grid[i].spec.mode == "ar")
     best_sd = next(i for i in order if grid[i].spec.mode == "sd")

@@ -176,3 +176,13 @@ def test_confirmed_candidates_are_distinct_deployments():
                      resolve_fanouts(p, spec) if r["mode"] == "ssd" else None))
     assert len(keys) == len(set(keys)) and len(keys) >= 12
     assert any("=" in r["shape"] for r in plan.table)
+
+
+def test_draft_devices_used_only_when_the_tree_is_expensive():
+    cons = Constraints(max_draft_devices=4)
+    wide = optimize(prof(alpha=0.9, draft=LatencyModel.linear(0.001, 0.0002)), WL, constraints=cons)
+    assert wide.best.mode == "ssd" and wide.best.draft_devices > 1  # splitting the tree shortens each round
+    single = [r for r in wide.table if r["mode"] == "ssd" and r["draft_devices"] == 1]
+    assert all(r["tokens_per_s_per_seq"] < wide.table[0]["tokens_per_s_per_seq"] for r in single)
+    cheap = optimize(prof(), WL, constraints=cons)  # one device builds any tree within a verification
+    assert all(r["draft_devices"] == 1 for r in cheap.table)
