@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -18,6 +19,10 @@ from saguaro_sim.pareto import pareto_front
 from saguaro_sim.search import Candidate, Constraints, candidates, memoized
 from saguaro_sim.workload import Workload
 
+if TYPE_CHECKING:
+    from saguaro_sim.simulate import SimResult
+
+__all__ = ["Constraints", "Plan", "optimize", "confirm_workload", "devices_used", "OBJECTIVES"]
 OBJECTIVES = ("latency", "throughput")
 CONFIRM_TOKENS = 256  # output tokens per sequence in the confirming simulations
 CONFIRM_BATCHES = 4  # at least this many batches of sequences per confirming simulation
@@ -28,10 +33,11 @@ MODE_ORDER = {"ar": 0, "sd": 1, "ssd": 2}
 @dataclass
 class Plan:
     """Optimizer result: best config and its simulation, the ranked confirmed candidates (rows of plain
-    values), the latency / throughput-per-device Pareto frontier, and the best AR and SD baselines."""
+    values), the latency / throughput-per-device Pareto frontier, and the best AR and SD baselines.
+    Simulated numbers come from `confirm_workload` (a shortened workload with the same mean context)."""
 
     best: SpecConfig
-    best_result: object  # SimResult of `best`
+    best_result: SimResult  # simulation of `best` on confirm_workload
     table: list[dict]
     pareto: list[dict]
     baselines: dict[str, dict]
@@ -42,6 +48,7 @@ class Plan:
     wall_s: float = 0.0
     constraints: Constraints = field(default_factory=Constraints)
     notes: list[str] = field(default_factory=list)  # e.g. the best K sits at the edge of the search range
+    confirm_workload: Workload | None = None
 
     def to_dict(self) -> dict:
         """JSON-able form (the CLI's --json output)."""
@@ -49,7 +56,8 @@ class Plan:
         return {"objective": self.objective, "batch_size": self.batch_size, "temperature": self.temperature,
                 "best": self.best.to_dict(), "best_result": res.to_dict() if hasattr(res, "to_dict") else None,
                 "table": self.table, "pareto": self.pareto, "baselines": self.baselines, "searched": self.searched,
-                "wall_s": self.wall_s, "constraints": self.constraints.to_dict(), "notes": list(self.notes)}
+                "wall_s": self.wall_s, "constraints": self.constraints.to_dict(), "notes": list(self.notes),
+                "confirm_workload": asdict(self.confirm_workload) if self.confirm_workload else None}
 
     def summary(self, top: int = 10) -> str:
         """Short human-readable ranked table."""
@@ -117,7 +125,8 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
                 table=[_clean(r) for r in ranked], pareto=[_clean(r) for r in pareto],
                 baselines={name: _clean(r) for name, r in baselines.items()}, objective=objective,
                 batch_size=batch_size, temperature=temperature, searched=sum(map(len, grids)),
-                wall_s=time.perf_counter() - t0, constraints=cons)
+                wall_s=time.perf_counter() - t0, constraints=cons,
+                confirm_workload=confirm_workload(workload, batch_size))
 
 
 def _notes(best: dict, ranked: list[dict], cons: Constraints) -> list[str]:
