@@ -16,18 +16,17 @@ def bonus_ranks(d_logits: torch.Tensor, sent: torch.Tensor, acc: torch.Tensor, b
                 n_rank: int) -> list[int]:
     """Rank of each bonus token in the draft's ordering at its position, excluding the sent token there
     (-1 when beyond ``n_rank`` or when all K were accepted: SD has no draft row at position K)."""
-    out = []
-    k = sent.shape[1]
-    for b in range(sent.shape[0]):
-        a = int(acc[b])
-        if a >= k:
-            out.append(-1)
-            continue
-        order = [t for t in d_logits[b, a].float().argsort(descending=True, stable=True).tolist()
-                 if t != int(sent[b, a])]
-        r = order.index(int(bonus[b]))
-        out.append(r if r < n_rank else -1)
-    return out
+    bsz, k = sent.shape
+    rows = torch.arange(bsz)
+    pos = acc.clamp_max(k - 1)
+    logits = d_logits[rows.to(d_logits.device), pos.to(d_logits.device)].float().cpu()     # [B, V]
+    order = logits.argsort(dim=-1, descending=True, stable=True)
+    keep = order != sent[rows, pos].view(-1, 1)
+    rank = keep.long().cumsum(-1) - 1
+    eq = (order == bonus.view(-1, 1)) & keep
+    r = torch.where(eq.any(-1), (rank * eq).sum(-1), torch.full((bsz,), -1))
+    r = torch.where((acc < k) & (r < n_rank), r, torch.full_like(r, -1))
+    return r.tolist()
 
 
 def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], k: int,
