@@ -84,8 +84,9 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
              objective: str = "latency", constraints: Constraints | None = None, progress: bool = False,
              seed: int = 0, *, predictor: Callable | None = None, simulator: Callable | None = None) -> Plan:
     """Best configuration for this profile, batch size and temperature under `objective` ("latency":
-    per-sequence tokens/s; "throughput": tokens/s per device). predictor / simulator default to
-    analytic.predict and simulate.simulate (they are parameters so other cost models can be plugged in)."""
+    per-sequence tokens/s; "throughput": tokens/s per device). Every confirming simulation uses the same
+    seed (common random numbers, so candidates are compared on the same draws). predictor / simulator
+    default to analytic.predict and simulate.simulate (parameters so other cost models can be plugged in)."""
     t0 = time.perf_counter()
     if not isinstance(profile, Profile):
         raise ConfigError("profile", f"expected a Profile, got {type(profile).__name__}", "calibration.Profile")

@@ -154,6 +154,7 @@ def candidates(profile: Profile, batch_size: int, temperature: float, constraint
                memo: dict | None = None) -> list[Candidate]:
     """Every configuration in the search space: one AR, SD for each K, SSD over K x budget x shape x C x
     backup x draft devices. AR and SD are always listed (they are the baselines); callers filter by mode.
+    SD keeps C = 1: without a cache, Saguaro sampling would only lower acceptance.
     Pass the same memo (one profile) for several batch sizes to reuse the batch-independent fan-outs."""
     common = {"temperature": temperature, "batch_size": batch_size}
     out = [Candidate(SpecConfig(mode="ar", k=0, **common), "-")]

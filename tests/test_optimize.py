@@ -186,3 +186,5 @@ def test_draft_devices_used_only_when_the_tree_is_expensive():
     assert all(r["tokens_per_s_per_seq"] < wide.table[0]["tokens_per_s_per_seq"] for r in single)
     cheap = optimize(prof(), WL, constraints=cons)  # one device builds any tree within a verification
     assert all(r["draft_devices"] == 1 for r in cheap.table)
+    one = SpecConfig(mode="ssd", k=6, budget=256)  # ... so extra devices change nothing but the device count
+    assert predict(prof(), one.replace(draft_devices=4), WL) == predict(prof(), one, WL)
