@@ -122,8 +122,9 @@ def optimize(profile: Profile, workload: Workload, batch_size: int = 1, temperat
         r["rank"] = i
     pareto = pareto_front([r for rows, _, _ in rows_by_size for r in rows if _allowed(r, cons)])
     best_row = ranked[0]
-    return Plan(notes=_notes(best_row, ranked, cons),best=results[best_row["_id"]][0], best_result=results[best_row["_id"]][1],
-                table=[_clean(r) for r in ranked], pareto=[_clean(r) for r in pareto],
+    best, best_result = results[best_row["_id"]]
+    return Plan(best=best, best_result=best_result, table=[_clean(r) for r in ranked],
+                pareto=[_clean(r) for r in pareto], notes=_notes(best_row, ranked, cons),
                 baselines={name: _clean(r) for name, r in baselines.items()}, objective=objective,
                 batch_size=batch_size, temperature=temperature, searched=sum(map(len, grids)),
                 wall_s=time.perf_counter() - t0, constraints=cons,
