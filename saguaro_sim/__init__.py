@@ -2,7 +2,8 @@
 
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.optimize import Plan, optimize
+from saguaro_sim.search import Constraints
 from saguaro_sim.simulate import SimResult, simulate
 from saguaro_sim.workload import Workload
 
-__all__ = ["Plan", "SimResult", "SpecConfig", "Workload", "optimize", "simulate"]
+__all__ = ["Constraints", "Plan", "SimResult", "SpecConfig", "Workload", "optimize", "simulate"]
