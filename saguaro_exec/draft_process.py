@@ -1,15 +1,13 @@
 """The SSD draft process: loads the draft model and serves every batch of a run over point-to-point.
 
-Started by ``link.ProcessLink`` as ``python -m saguaro_exec.draft_entry PORT ARGS_FILE ERR_FILE``
-(a fresh interpreter: no re-import of the caller's main module). It dies with its parent
-(PR_SET_PDEATHSIG on Linux) and writes any exception's traceback to ERR_FILE before exiting non-zero.
+Started by ``link.ProcessLink`` through ``draft_entry`` (a fresh interpreter: no re-import of the
+caller's main module), which makes it die with its parent. Any exception's traceback goes to
+ERR_FILE before it exits non-zero.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -50,19 +48,12 @@ def load_source(source: object, device: str, dtype: str):
     return source.to(device=device, dtype=dt).eval()
 
 
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-
-
 def connect(port: int, rank: int, timeout_s: float, store: dist.Store | None = None) -> dist.ProcessGroup:
     """A two-rank gloo group over a TCP store on 127.0.0.1:port (rank 0 hosts the store)."""
     timeout = timedelta(seconds=timeout_s)
     if store is None:
         store = dist.TCPStore("127.0.0.1", port, 2, False, timeout=timeout)
+        store.set("draft_up", "1")               # lets the parent stop watching for a failed start
     return dist.ProcessGroupGloo(store, rank, 2, timeout)
 
 
@@ -98,8 +89,7 @@ def _send(pg: dist.ProcessGroup, reply) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m saguaro_exec.draft_entry PORT ARGS_FILE ERR_FILE``."""
-    _die_with_parent()
+    """Arguments after the parent pid: PORT ARGS_FILE ERR_FILE (see ``draft_entry``)."""
     port, args_file, err_file = int(argv[1]), argv[2], argv[3]
     args = torch.load(args_file, weights_only=False)   # written by our own parent process just now
     draft_main(args, port, err_file)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import timedelta
 
 import torch
@@ -54,10 +55,18 @@ class ProcessLink:
         args_file, self._err_file = os.path.join(self._tmp, "args.pt"), os.path.join(self._tmp, "error.txt")
         torch.save(self.args, args_file)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "saguaro_exec.draft_entry", str(store.port),
+        self.proc = subprocess.Popen([sys.executable, "-m", "saguaro_exec.draft_entry", str(os.getpid()),
+                                      str(store.port),
                                       args_file, self._err_file], env=env, start_new_session=True)
-        self.pg = connect(store.port, 0, self.args.timeout_s, store=store)
         self._store = store
+        deadline = time.monotonic() + self.args.timeout_s
+        while not store.check(["draft_up"]):
+            if self.proc.poll() is not None:
+                raise self._failure(RuntimeError(f"exit code {self.proc.returncode} before connecting"))
+            if time.monotonic() > deadline:
+                raise DraftProcessError(f"draft process did not connect within {self.args.timeout_s} s")
+            time.sleep(0.02)
+        self.pg = connect(store.port, 0, self.args.timeout_s, store=store)
         self._recv(torch.zeros(1))                                       # draft model loaded
 
     def _recv(self, t: torch.Tensor) -> torch.Tensor:

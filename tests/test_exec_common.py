@@ -7,7 +7,6 @@ import itertools
 
 import numpy as np
 import torch
-from scipy.stats import chisquare
 
 from saguaro_exec.model import ModelConfig, random_model
 
@@ -71,6 +70,8 @@ def chi2_pvalue(samples: list[tuple], exact: dict, min_expected: float = 5.0) ->
     if pool_e > 0:
         obs.append(pool_o)
         exp.append(pool_e)
+    from scipy.stats import chisquare
+
     obs_a, exp_a = np.array(obs, dtype=float), np.array(exp, dtype=float)
     exp_a *= obs_a.sum() / exp_a.sum()
     return float(chisquare(obs_a, exp_a).pvalue)
