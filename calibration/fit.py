@@ -14,7 +14,7 @@ from scipy.optimize import lsq_linear
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance
 from calibration.fit_hits import fit_hits
-from calibration.fit_latency import fit_latency
+from calibration.fit_latency import fit_latency, fit_overhead, with_overhead
 from calibration.measurements import Measurements
 from calibration.profile import Profile
 
@@ -55,7 +55,10 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
         raise ConfigError(f"{where}.meta.spec", "run rounds without the spec they were measured at",
                           "meta['spec'] with k, temperature, sampler_c, mode")
     top_n = m.meta.get("top_n") or spec.get("top_n")
+    fan = m.meta.get("fanout") or spec.get("fanout")
+    budget = sum(fan) if fan else spec.get("budget")
     return RunRounds(k=int(spec["k"]), temperature=float(spec.get("temperature", 0.0)),
+                     budget=int(budget) if budget else None, draft_devices=int(spec.get("draft_devices", 1)),
                      sampler_c=float(spec.get("sampler_c", 1.0)), mode=str(spec.get("mode", "ssd")),
                      backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=m.rounds,
                      top_n=int(top_n) if top_n else None)
@@ -74,6 +77,64 @@ def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
     pred = icpt + slope * b
     info = {"n": len(rows), "form": "latency+bandwidth", "mape": float(np.mean(np.abs(pred - rt) / rt))}
     return float(icpt / 2), float(2.0 / slope) if slope > 1e-15 else 0.0, info
+
+
+def _steady(run: RunRounds) -> list[dict]:
+    """Rounds after each batch's first one (that one holds the prefill or the first speculation)."""
+    seen, out = set(), []
+    for row in run.rounds:
+        b = row.get("batch_index", 0)
+        if b in seen:
+            out.append(row)
+        seen.add(b)
+    return out
+
+
+def _ctx(row: dict) -> float:
+    c = row.get("context", 0)
+    return float(np.mean(c)) if isinstance(c, list | tuple) and c else float(c or 0)
+
+
+def _getter(row: dict):
+    return lambda key: float(row.get(key) or 0.0)
+
+
+def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float, float]]]:
+    """Effective forward times in real runs, (batch, new_tokens, context, s), in the simulator's time model:
+    verification = target(b, K+1); AR step = target(b, 1); SD draft step = draft(b, 1) (its K steps / K);
+    SSD glue = draft(b, K+1); SSD tree step = draft(b, ceil(budget/devices)) ((tree + fork) / K)."""
+    out: dict[str, list] = {"target": [], "draft": []}
+    for run in runs:
+        k = run.k
+        width = -(-(run.budget or 0) // max(1, run.draft_devices))
+        for row in _steady(run):
+            b, c = int(row.get("batch", 1)), _ctx(row)
+            g = _getter(row)
+            if g("verify_s") > 0:
+                out["target"].append((b, 1 if run.mode == "ar" else k + 1, c, g("verify_s")))
+            if run.mode == "sd" and g("draft_reply_s") > 0:
+                out["draft"].append((b, 1, c, g("draft_reply_s") / k))
+            if run.mode == "ssd":
+                if g("glue_s") > 0:
+                    out["draft"].append((b, k + 1, c, g("glue_s")))
+                if g("tree_s") > 0 and width > 0:
+                    out["draft"].append((b, width, c, (g("tree_s") + g("fork_s")) / k))
+                if g("backup_s") > 0 and run.backup == "neural":
+                    out["draft"].append((b, 1, c, g("backup_s") / k))
+    return out
+
+
+def effective_link_s(runs: list[RunRounds]) -> tuple[float | None, dict]:
+    """One-way message time that makes the SSD round time of the model match real SSD rounds:
+    round = max(2 m + verify, build) (+ backup), so m = (round - backup - verify) / 2 (median over rounds)."""
+    ms = [((r["t1"] - r["t0"]) - float(r.get("backup_s") or 0) - float(r["verify_s"])) / 2
+          for run in runs if run.mode == "ssd" for r in _steady(run)
+          if r.get("verify_s") and r.get("t1") is not None and r.get("t0") is not None]
+    if not ms:
+        return None, {"n": 0}
+    m = max(0.0, float(np.median(ms)))
+    return m, {"n": len(ms), "one_way_s": m, "p10_s": float(np.percentile(ms, 10)),
+               "p90_s": float(np.percentile(ms, 90))}
 
 
 def _fast_backup_s(runs: list[RunRounds]) -> float | None:
@@ -100,11 +161,14 @@ def _tradeoff(acc_info: dict, hit_info: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (r["temperature"], r["sampler_c"]))
 
 
-def fit(*measurements: Measurements, name: str | None = None, base: Profile | None = None) -> Profile:
+def fit(*measurements: Measurements, name: str | None = None, base: Profile | None = None,
+        executor: bool = True) -> Profile:
     """Fit a Profile: latency models from grids, link from round trips, acceptance and hits from runs.
 
     Pass each run as its own Measurements (its meta holds the spec). Parts with no data come from `base`
-    when given, else a ConfigError names what is missing.
+    when given, else a ConfigError names what is missing. executor=True (default) also calibrates to the
+    real runs: per-forward executor overheads on top of the microbenchmarks and the effective message time
+    of SSD rounds (both recorded in provenance; executor=False keeps the bare microbenchmark numbers).
     """
     if not measurements:
         raise ConfigError("measurements", "nothing to fit", "one or more Measurements")
@@ -143,6 +207,16 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     else:
         raise ConfigError("measurements.rounds", "no SD/SSD run rounds to fit acceptance and hit curves",
                           "Measurements from saguaro_exec.run, or pass base=<Profile>")
+    if executor and runs:
+        eff = executor_rows(runs)
+        for who in ("target", "draft"):
+            if eff[who] and f"{who}_fit" in prov and "cv_mape" in prov[f"{who}_fit"]:
+                o0, o1, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
+                models[who] = with_overhead(models[who], o0, o1)
+        m_eff, prov["link_executor"] = effective_link_s(runs)
+        if m_eff is not None:
+            prov["link_microbench_s"] = link_s
+            link_s, bps = m_eff, 0.0
     fast = _fast_backup_s(runs)
     fast = fast if fast is not None else (base.fast_backup_s if base else 0.0)
     vocab = _first(metas, "vocab_size") or (base.vocab_size if base else 128256)

@@ -24,6 +24,8 @@ class RunRounds:
     backup: str = "neural"
     rounds: list[dict] = field(default_factory=list)
     top_n: int | None = None
+    budget: int | None = None  # SSD tree width per sequence (sum of the primary fan-out)
+    draft_devices: int = 1
 
 
 def _seq_values(row: dict, key: str, n: int, default: object) -> list:

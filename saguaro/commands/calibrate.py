@@ -23,27 +23,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def summary_rows(profile) -> list[list]:
-    """One line per fitted part: what form, how good."""
-    prov = profile.provenance
-    rows = []
-    for who in ("target", "draft"):
-        f = prov.get(f"{who}_fit", {})
-        rows.append([f"{who} latency", f.get("form"), f.get("n"), f.get("cv_mape")])
-    if "link_fit" in prov:
-        rows.append(["link", f"{profile.link_s * 1e6:.1f} us one way", prov["link_fit"]["n"], prov["link_fit"].get("mape")])
-    for t in profile.acceptance.by_temperature:
-        rows.append([f"acceptance T={t}", f"alpha={profile.acceptance.mean_alpha(4, t):.3f}", None, None])
-    for t, by_src in profile.hits.by_temperature.items():
-        for src, spec in by_src.items():
-            rows.append([f"hits T={t} {src}", f"c={spec['c']:.3f} r={spec['r']:.3f}", None, None])
-    return rows
-
-
 def main(args: argparse.Namespace) -> int:
     """Read the files, fit, write the profile atomically and print a summary."""
     from calibration import Measurements
     from calibration.fit import fit
+    from saguaro.report import profile_rows
 
     meas = []
     for path in args.measurements:
@@ -57,6 +41,6 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print_json(profile.to_dict())
         return 0
-    print(table(summary_rows(profile), ["part", "fit", "n", "cv error"]))
+    print(table(profile_rows(profile), ["part", "fit", "n", "cv error"]))
     print(f"wrote {args.out}")
     return 0

@@ -1,0 +1,237 @@
+"""saguaro.autotune: profile -> fit -> optimize in simulation -> run for real -> compare -> refit -> report."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from calibration.errors import ConfigError, check_number
+from calibration.fit import fit
+from calibration.measurements import Measurements
+from calibration.profile import Profile
+from saguaro.report import profile_rows, rel_error, trim_events, write_report
+from saguaro_sim.analytic import resolve_fanouts, uses_fast_backup
+from saguaro_sim.config import SpecConfig
+from saguaro_sim.workload import Workload
+
+FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 4, "calib_budget": 16}
+SSD = "SSD (best simulated)"
+QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 3, "calib_budget": 8}
+
+
+@dataclass
+class AutotuneReport:
+    """What one autotune produced: the report folder, the recommended config, both profiles, every number."""
+
+    out_dir: Path
+    recommended: SpecConfig
+    profile: Profile
+    refit: Profile
+    doc: dict = field(default_factory=dict)
+
+    @property
+    def configs(self) -> list[dict]:
+        """Per-config rows: spec, predicted (fit and refit) and measured tokens/s, hit rate, tokens/round."""
+        return self.doc["configs"]
+
+    def to_dict(self) -> dict:
+        return self.doc
+
+
+class _Stages:
+    def __init__(self, progress: bool) -> None:
+        self.times: dict[str, float] = {}
+        self.progress = progress
+
+    @contextmanager
+    def __call__(self, name: str):
+        if self.progress:
+            print(f"autotune: {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        yield
+        self.times[name] = time.perf_counter() - t0
+
+
+def spec_of_row(row: dict) -> SpecConfig:
+    """SpecConfig from an optimizer table row (rows carry every SpecConfig field)."""
+    return SpecConfig.from_dict({f.name: row[f.name] for f in fields(SpecConfig) if f.name in row})
+
+
+def pin(spec: SpecConfig, profile: Profile, workload: Workload) -> SpecConfig:
+    """Make fan-outs and the backup explicit, so the executor runs exactly what the simulator modelled."""
+    if spec.mode != "ssd":
+        return spec
+    primary, miss = resolve_fanouts(profile, spec)
+    backup = spec.backup if spec.backup != "auto" else ("fast" if uses_fast_backup(profile, spec, workload)
+                                                        else "neural")
+    return spec.replace(fanout=tuple(primary), fanout_miss=tuple(miss), backup=backup)
+
+
+def decode_rate(report) -> float:
+    """Measured tokens/s over steady decoding rounds: each batch's first round (prefill, first speculation)
+    is left out, as the simulator does not model it."""
+    seen, tokens, spent = set(), 0, 0.0
+    for r in report.measurements.rounds:
+        b = r.get("batch_index", 0)
+        if b in seen:
+            tokens += sum(int(a) + 1 for a in r["accepted"])
+            spent += r["t1"] - r["t0"]
+        seen.add(b)
+    return tokens / spent if spent > 0 else report.tokens_per_s
+
+
+def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int, trace: bool = False):
+    """Simulated numbers for one config (and the SimResult, for its timeline)."""
+    from saguaro_sim.simulate import simulate
+
+    res = simulate(profile, spec, workload, seed=seed, trace=trace)
+    return {"tokens_per_s": res.throughput, "tokens_per_s_per_seq": res.tokens_per_s_per_seq,
+            "hit_rate": res.hit_rate if spec.mode == "ssd" else None, "tokens_per_round": res.tokens_per_round}, res
+
+
+def measured(report) -> dict:
+    """Measured numbers of one real run, in the same keys as `predicted`."""
+    return {"tokens_per_s": decode_rate(report), "tokens_per_s_wall": report.tokens_per_s,
+            "hit_rate": report.hit_rate, "tokens_per_round": report.mean_tokens_per_round,
+            "wait_share": report.wait_share, "wall_s": report.wall_s}
+
+
+def _errors(configs: list[dict], key: str) -> dict:
+    errs = [abs(e) for c in configs if (e := rel_error(c.get(key, {}).get("tokens_per_s"),
+                                                        c["measured"]["tokens_per_s"])) is not None]
+    return {"median_abs": float(np.median(errs)), "max_abs": float(max(errs)), "n": len(errs)} if errs else {}
+
+
+def hit_curve(profile: Profile, temperature: float, max_f: int = 32) -> dict:
+    """Measured (pooled over positions) vs fitted power-law hit rate by fan-out, primary and backup."""
+    info = profile.provenance.get("hits_fit", {}).get("by_temperature", {})
+    if not info:
+        return {}
+    t = min(info, key=lambda k: abs(float(k) - temperature))
+    by_c = info[t]
+    ref = by_c[max(by_c, key=float)]
+    n = min(max_f, min(len(v["pooled_hit"]) - 1 for v in ref.values()))
+    fs = list(range(1, n + 1))
+    series = {}
+    for src, v in ref.items():
+        series[f"measured {src} (n={v['n']})"] = v["pooled_hit"][1:n + 1]
+        series[f"fitted {src}: 1 - {v['c']:.2f} F^-{v['r']:.2f}"] = [1 - min(1.0, v["c"] * f ** -v["r"]) for f in fs]
+    return {"temperature": float(t), "fanouts": fs, "series": series}
+
+
+def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = None, device: str = "cpu",
+             quick: bool = False, batch_size: int = 1, temperature: float = 0.0, max_new_tokens: int | None = None,
+             prompts: list | None = None, seed: int = 0, threads: int | None = 1, objective: str = "latency",
+             progress: bool = False) -> AutotuneReport:
+    """Calibrate on this machine, pick the best SSD config in simulation, check it (and AR / SD) for real,
+    refit with the new runs and write a report folder (report.md, plots, autotune.json) atomically."""
+    from saguaro.commands.common import StagedDir
+    from saguaro_exec import RunConfig, run
+    from saguaro_exec.microbench import profile_pair
+    from saguaro_exec.models import tiny_pair_paths
+    from saguaro_exec.prompts import BUILTIN_PROMPTS
+    from saguaro_sim.optimize import optimize
+    from saguaro_sim.search import Constraints
+
+    check_number("batch_size", batch_size, 1, 64, integer=True)
+    check_number("temperature", temperature, 0.0, 10.0)
+    cfg = QUICK if quick else FULL
+    max_new = int(check_number("max_new_tokens", max_new_tokens or cfg["max_new_tokens"], 1, 100000, integer=True))
+    if target is None or draft is None:
+        t_path, d_path = tiny_pair_paths()
+        target, draft = target if target is not None else str(t_path), draft if draft is not None else str(d_path)
+    prompts = list(prompts or BUILTIN_PROMPTS)
+    if quick:
+        prompts = prompts[:max(2, batch_size)]
+    staged = StagedDir(out_dir)  # fails early if out_dir is a file
+    stage = _Stages(progress)
+    rng_prompt = float(np.mean([len(p.encode()) if isinstance(p, str) else len(p) for p in prompts]))
+    workload = Workload(num_sequences=len(prompts), output_tokens=max_new, prompt_tokens=max(1, round(rng_prompt)))
+    contexts = tuple(sorted({max(1, int(rng_prompt)), int(rng_prompt + max_new / 2), int(rng_prompt + max_new)}))
+    batches = tuple(sorted({1, batch_size} | ({2, 4} if not quick else set())))
+
+    def real(spec: SpecConfig):
+        return run(RunConfig(spec=spec, target=target, draft=draft, prompts=prompts, max_new_tokens=max_new,
+                             device=device, seed=seed, threads=threads))
+
+    with stage("profile"):
+        grid = profile_pair(target, draft, device=device, ks=cfg["ks"], budgets=cfg["budgets"], batches=batches,
+                            contexts=contexts, quick=False, threads=threads, repeats=3 if quick else 7,
+                            progress=progress)
+    calib_spec = SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_budget"], temperature=temperature,
+                            batch_size=batch_size)
+    with stage("calibration run"):
+        calib = real(calib_spec)
+    with stage("fit"):
+        profile = fit(grid, calib.measurements, name=f"autotune-{'quick' if quick else 'full'}")
+    with stage("optimize"):
+        cons = Constraints(k_range=(1, max(cfg["ks"])), max_budget=max(cfg["budgets"]), top_n=4 if quick else 8,
+                           modes=("ssd",))  # the best SSD; the best SD and AR come along as baselines
+        plan = optimize(profile, workload, batch_size=batch_size, temperature=temperature, objective=objective,
+                        constraints=cons, seed=seed)
+    rows = {SSD: plan.table[0], "SD": plan.baselines["sd"], "AR": plan.baselines["ar"]}
+    chosen = {name: pin(spec_of_row(row), profile, workload) for name, row in rows.items()}
+    pick = max(rows, key=lambda n: rows[n]["objective"])  # the optimizer's recommendation over all modes
+    reports, configs, sims = {}, [], {}
+    with stage("real runs"):
+        for name, spec in chosen.items():
+            reports[name] = real(spec)
+    with stage("refit"):
+        refit = fit(grid, calib.measurements, *(r.measurements for r in reports.values()),
+                    name=f"autotune-{'quick' if quick else 'full'}-refit")
+    with stage("predict"):
+        for name, spec in chosen.items():
+            pred, sims[name] = predicted(profile, spec, workload, seed, trace=spec.mode == "ssd")
+            pred2, _ = predicted(refit, spec, workload, seed)
+            configs.append({"name": name, "spec": spec.to_dict(), "fanout": list(spec.fanout or []),
+                            "predicted": pred, "predicted_refit": pred2, "measured": measured(reports[name])})
+    ssd_meas = configs[0]["measured"]["tokens_per_s"]
+    doc = {"title": "saguaro autotune report", "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+           "models": {"target": str(target), "draft": str(draft)}, "device": device, "quick": quick,
+           "batch_size": batch_size, "temperature": temperature, "threads": threads, "seed": seed,
+           "objective": objective,
+           "workload": {"num_sequences": workload.num_sequences, "output_tokens": max_new,
+                        "prompt_tokens": workload.prompt_tokens},
+           "recommended": chosen[pick].to_dict(), "recommended_name": pick,
+           "recommended_toml": chosen[pick].to_toml(), "configs": configs,
+           "measured_best": max(configs, key=lambda c: c["measured"]["tokens_per_s"])["name"],
+           "errors": {"fit": _errors(configs, "predicted"), "refit": _errors(configs, "predicted_refit")},
+           "speedups": {m.lower(): ssd_meas / c["measured"]["tokens_per_s"] for c in configs[1:]
+                        for m in [c["name"]] if c["measured"]["tokens_per_s"] > 0},
+           "calibration_run": {"spec": calib_spec.to_dict(), "measured": measured(calib)},
+           "profile": {"name": profile.name, "rows": profile_rows(profile)},
+           "refit_profile": {"name": refit.name, "rows": profile_rows(refit)},
+           "optimizer": {"searched": plan.searched, "best": plan.best.to_dict(), "top": plan.table[:8]},
+           "hit_curve": hit_curve(refit, temperature),
+           "timelines": {"simulated SSD": trim_events(sims[SSD].events),
+                         "real SSD": trim_events(reports[SSD].events)},
+           "stages_s": stage.times}
+    with staged as d:
+        if d is None:
+            raise ConfigError("out_dir", "missing", "a folder path")
+        write_report(doc, d)
+        profile.to_json(d / "profile.json")
+        refit.to_json(d / "profile_refit.json")
+        grid.to_json(d / "measurements" / "grid.json")
+        calib.measurements.to_json(d / "measurements" / "calibration_run.json")
+        for name, rep in reports.items():
+            rep.measurements.to_json(d / "measurements" / f"{name.split()[0].lower()}_run.json")
+        reports[SSD].chrome_trace(d / "trace_real_ssd.json")
+        sims[SSD].to_chrome_trace(d / "trace_sim_ssd.json")
+    return AutotuneReport(Path(out_dir), chosen[pick], profile, refit, doc)
+
+
+def load_measurements(folder: str | os.PathLike) -> list[Measurements]:
+    """Every Measurements file of an autotune folder (grid first), e.g. to refit with more runs."""
+    d = Path(folder) / "measurements"
+    files = sorted(d.glob("*.json"), key=lambda p: (p.name != "grid.json", p.name))
+    if not files:
+        raise ConfigError(str(d), "no measurements in this folder", "an autotune report folder")
+    return [Measurements.from_json(p) for p in files]
