@@ -10,6 +10,7 @@ from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, _seq_values
 from calibration.hits import HitCurve
 
+DEFAULT_TOP_N = 64  # the executor records ranks among the draft's top 64 (-1 beyond); meta["top_n"] overrides
 MIN_SAMPLES = 20  # positions with fewer ranks than this use the table pooled over positions
 
 
@@ -93,7 +94,7 @@ def fit_hits(runs: list[RunRounds]) -> tuple[HitCurve, dict]:
             if not pairs["primary"]:
                 continue
             ranks = [rk for ps in pairs.values() for _, rk in ps]
-            top_n = min((r.top_n for r in rs if r.top_n), default=max(1, max(ranks) + 1))
+            top_n = min((r.top_n for r in rs if r.top_n), default=max(DEFAULT_TOP_N, max(ranks) + 1))
             fitted[c] = {src: fit_source(ps, top_n) for src, ps in pairs.items() if ps}
         if not fitted:
             continue

@@ -163,7 +163,7 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
 
     with stage("profile"):
         grid = profile_pair(target, draft, device=device, ks=cfg["ks"], budgets=cfg["budgets"], batches=batches,
-                            contexts=contexts, quick=False, threads=threads, repeats=3 if quick else 7,
+                            contexts=contexts, link=not quick, threads=threads, repeats=3 if quick else 7,
                             progress=progress)
     calib_spec = SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_budget"], temperature=temperature,
                             batch_size=batch_size)

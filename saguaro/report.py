@@ -111,9 +111,19 @@ def profile_rows(profile) -> list[list]:
     for who in ("target", "draft"):
         f = prov.get(f"{who}_fit", {})
         rows.append([f"{who} latency", f.get("form"), f.get("n"), f.get("cv_mape")])
-    if "link_fit" in prov:
+    if prov.get("link_executor", {}).get("n"):
+        micro = prov.get("link_microbench_s")
+        rows.append(["link (SSD rounds)", f"{profile.link_s * 1e6:.1f} us one way effective"
+                     + (f"; microbenchmark {micro * 1e6:.1f} us" if micro is not None else ""),
+                     prov["link_executor"]["n"], None])
+    elif "link_fit" in prov:
         rows.append(["link", f"{profile.link_s * 1e6:.1f} us one way", prov["link_fit"]["n"],
                      prov["link_fit"].get("mape")])
+    for who in ("target", "draft"):
+        o = prov.get(f"{who}_overhead")
+        if o and o.get("n"):
+            rows.append([f"{who} executor overhead", f"{o['o0_s'] * 1e3:.3f} ms + {o['o1_s_per_token'] * 1e6:.2f} us"
+                         "/token per forward", o["n"], None])
     for t in profile.acceptance.by_temperature:
         rates = ", ".join(f"{a:.2f}" for a in profile.acceptance.by_temperature[t])
         rows.append([f"acceptance T={t}", f"per position {rates}", None, None])

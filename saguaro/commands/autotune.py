@@ -1,0 +1,69 @@
+"""`saguaro autotune`: profile, fit, optimize in simulation, run for real, compare, refit, write a report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from saguaro.commands.common import print_json, table
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    p = subparsers.add_parser("autotune", help="profile, fit, optimize, run and compare in one loop",
+                              description="Calibrate on this machine (microbenchmarks + a short SSD run), fit a "
+                                          "profile, pick the best SSD configuration in simulation, run it and "
+                                          "the AR / SD baselines for real, compare predicted with measured, "
+                                          "refit, and write a report folder (report.md, plots, autotune.json).")
+    p.add_argument("--out", default="autotune-report", metavar="DIR",
+                   help="report folder, replaced atomically (default autotune-report)")
+    p.add_argument("--target", metavar="DIR", help="target checkpoint folder (default: the shipped tiny target)")
+    p.add_argument("--draft", metavar="DIR", help="draft checkpoint folder (default: the shipped tiny draft)")
+    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--batch-size", type=int, default=1, help="sequences decoded together (default 1)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default 96; 20 with --quick)")
+    p.add_argument("--objective", default="latency", help="latency | throughput (default latency)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process in all runs (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--quick", action="store_true", help="reduced grid and few tokens (a smoke test, ~1 minute)")
+    p.add_argument("--json", action="store_true", help="print autotune.json on stdout instead of the summary")
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the loop and print the predicted-vs-measured table."""
+    from calibration.errors import ConfigError
+    from saguaro.autotune import autotune
+
+    if args.seed < 0:
+        raise ConfigError("--seed", f"{args.seed} is out of range", "integers >= 0")
+    if args.objective not in ("latency", "throughput"):
+        raise ConfigError("--objective", f"unknown value {args.objective!r}", "latency | throughput")
+    try:
+        rep = autotune(args.out, target=args.target, draft=args.draft, device=args.device, quick=args.quick,
+                       batch_size=args.batch_size, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                       seed=args.seed, threads=args.threads, objective=args.objective,
+                       progress=not args.json and sys.stderr.isatty())
+    except ConfigError as e:
+        flag = "--" + e.field.replace("_", "-")
+        if e.field in ("batch_size", "temperature", "max_new_tokens", "threads"):
+            raise ConfigError(flag, e.problem, e.allowed) from None
+        raise
+    if args.json:
+        print_json(rep.doc)
+        return 0
+    rows = []
+    for c in rep.configs:
+        p, m = c["predicted"], c["measured"]
+        rows.append([c["name"], p["tokens_per_s"], m["tokens_per_s"], c["predicted_refit"]["tokens_per_s"],
+                     p.get("hit_rate"), m.get("hit_rate"), p["tokens_per_round"], m["tokens_per_round"]])
+    print(table(rows, ["config", "pred tok/s", "meas tok/s", "refit tok/s", "pred hit", "meas hit",
+                       "pred tok/rnd", "meas tok/rnd"]))
+    e = rep.doc["errors"]
+    for which in ("fit", "refit"):
+        if e.get(which):
+            print(f"{which}: median |error| {100 * e[which]['median_abs']:.1f}%, worst {100 * e[which]['max_abs']:.1f}%")
+    print(f"recommended ({rep.doc['recommended_name']}):\n{rep.doc['recommended_toml'].rstrip()}")
+    print(f"wrote {args.out}/ (report.md, autotune.json, recommended.toml, profiles, plots, measurements)")
+    return 0
