@@ -186,3 +186,27 @@ def test_sd_rank_at_position_k_is_unknown_not_a_miss():
     p = fit(grid(), sd)
     assert p.hits.hit(1, position=0) == pytest.approx(1.0)
     assert p.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]["n"] == 100
+
+
+def test_executor_overheads_and_effective_link_from_ssd_rounds():
+    k, fan, ctx = 3, [4, 3, 2, 3], 100.0  # budget 12
+    verify = lin_truth(k + 1, ctx) + 0.002
+    rows, t = [], 0.0
+    for i in range(60):
+        period = 0.02 + 0.001 * (i % 3)
+        rows.append({"round": i, "t0": t, "t1": t + period, "batch": 1, "verify_s": verify,
+                     "glue_s": pw_truth(k + 1, ctx) + 0.001, "fork_s": 0.0015,
+                     "tree_s": k * (pw_truth(12, ctx) + 0.001) - 0.0015, "backup_s": 0.0,
+                     "accepted": [i % (k + 1)], "from_backup": [False], "bonus_rank": [0], "context": [ctx]})
+        t += period
+    run = Measurements(meta={"spec": {"mode": "ssd", "k": k, "temperature": 0.0}, "fanout": fan}, rounds=rows)
+    p = fit(grid(), run)
+    assert p.target(1, k + 1, ctx) == pytest.approx(verify, rel=0.03)
+    assert p.draft(1, k + 1, ctx) == pytest.approx(pw_truth(k + 1, ctx) + 0.001, rel=0.05)
+    assert p.draft(1, 12, ctx) == pytest.approx(pw_truth(12, ctx) + 0.001, rel=0.05)
+    assert p.provenance["target_overhead"]["o0_s"] == pytest.approx(0.002, rel=0.05)
+    assert p.link_s == pytest.approx((0.021 - verify) / 2, rel=0.02) and p.link_bytes_per_s == 0.0
+    assert p.provenance["link_microbench_s"] == pytest.approx(1e-4, rel=0.02)
+    bare = fit(grid(), run, executor=False)  # the microbenchmarks alone
+    assert bare.target(1, k + 1, ctx) == pytest.approx(lin_truth(k + 1, ctx), rel=0.03)
+    assert bare.link_s == pytest.approx(1e-4, rel=0.02)
