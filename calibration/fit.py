@@ -101,7 +101,7 @@ def _getter(row: dict):
 
 def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float, float]]]:
     """Effective forward times in real runs, (batch, new_tokens, context, s), in the simulator's time model:
-    verification = target(b, K+1); AR step = target(b, 1); SD draft step = draft(b, 1) (its K steps / K);
+    verification = target(b, K+1); AR step = target(b, 1); SD draft step = draft(b, 1) (round - verify) / K;
     SSD glue = draft(b, K+1); SSD tree step = draft(b, ceil(budget/devices)) ((tree + fork) / K)."""
     out: dict[str, list] = {"target": [], "draft": []}
     for run in runs:
@@ -112,8 +112,9 @@ def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float
             g = _getter(row)
             if g("verify_s") > 0:
                 out["target"].append((b, 1 if run.mode == "ar" else k + 1, c, g("verify_s")))
-            if run.mode == "sd" and g("draft_reply_s") > 0:
-                out["draft"].append((b, 1, c, g("draft_reply_s") / k))
+            span = g("t1") - g("t0")
+            if run.mode == "sd" and span > g("verify_s") > 0:  # drafting + catching up = all but verification
+                out["draft"].append((b, 1, c, (span - g("verify_s")) / k))
             if run.mode == "ssd":
                 if g("glue_s") > 0:
                     out["draft"].append((b, k + 1, c, g("glue_s")))
