@@ -32,6 +32,7 @@ class ProcessLink:
         self.proc: subprocess.Popen | None = None
         self.pg = None
         self._batch = 0
+        self._sending = None
 
     def __enter__(self) -> ProcessLink:
         try:
@@ -103,13 +104,20 @@ class ProcessLink:
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
         """Send the outcome key (k, bonus) of every sequence (+ done/stop flags)."""
+        self._out = outcome_tensor(acc, bonus, done, stop)             # kept alive until sent
         try:
-            self.pg.send([outcome_tensor(acc, bonus, done, stop)], 1, TAG).wait()
+            self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
         except RuntimeError as e:
             raise self._failure(e) from None
 
     def recv(self) -> Reply:
         """The next speculation (and hit flags / ranks for the last outcome)."""
+        if self._sending is not None:
+            try:
+                self._sending.wait()
+            except RuntimeError as e:
+                raise self._failure(e) from None
+            self._sending = None
         return self._recv_reply()
 
     def close(self) -> None:

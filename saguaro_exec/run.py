@@ -77,8 +77,7 @@ def run(config: RunConfig) -> RunReport:
     primary, miss = spec.resolve_fanout() if spec.mode != "ar" else ((), ())
     backup = resolve_backup(spec.backup, spec.batch_size, config.b_star)
     batches = [ids[i:i + spec.batch_size] for i in range(0, len(ids), spec.batch_size)]
-    cores = os.cpu_count() or 1
-    threads = config.threads or (max(1, cores // 2) if spec.mode == "ssd" else cores)
+    threads = config.threads or 1        # tiny models: extra intra-op threads only add contention
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     t_start = time.perf_counter()

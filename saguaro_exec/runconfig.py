@@ -48,8 +48,8 @@ def _check_prompts(value: object) -> None:
 @dataclass
 class RunConfig:
     """A real run: ``spec`` decides AR/SD/SSD; models default to the shipped tiny pair, prompts to the
-    built-in set; prompts run in batches of ``spec.batch_size``. ``inline_draft`` (debugging) runs the
-    SSD speculator in this process without overlap."""
+    built-in set; prompts run in batches of ``spec.batch_size``. ``threads``: torch intra-op threads per
+    process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None

@@ -1,0 +1,115 @@
+"""AR vs SD vs SSD on the shipped tiny pair, measured for real in one run: batch 1 and 4, T = 0 and 0.7.
+
+    .venv/bin/python bench/bench_exec.py --out out/bench_exec.json
+
+Prints a table and writes JSON (per config: tokens/s, speed-ups, tokens per round, hit rate,
+verifier wait share, and SSD's zero-drafting-cost ceiling = tokens / measured verification time).
+Targets checked at batch 1, T = 0: SSD >= 1.25x SD, SSD >= 2x AR, SSD >= 85% of its ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from calibration.jsonio import write_atomic  # noqa: E402
+from saguaro_exec import RunConfig, run  # noqa: E402
+from saguaro_exec.prompts import BUILTIN_PROMPTS  # noqa: E402
+from saguaro_sim import SpecConfig  # noqa: E402
+
+
+def _spec(mode: str, args: argparse.Namespace, batch: int, temp: float) -> SpecConfig:
+    if mode == "ar":
+        return SpecConfig(mode="ar", k=0, batch_size=batch, temperature=temp, budget=0)
+    if mode == "sd":
+        return SpecConfig(mode="sd", k=args.k_sd, batch_size=batch, temperature=temp)
+    fan = tuple(int(x) for x in args.fanout.split(",")) if args.fanout else None
+    return SpecConfig(mode="ssd", k=args.k, fanout=fan, budget=args.budget if fan is None else None,
+                      batch_size=batch, temperature=temp, backup=args.backup, sampler_c=args.c if temp > 0 else 1.0)
+
+
+def bench(args: argparse.Namespace) -> dict:
+    """Run every (batch, temperature, mode) cell once after a short warm-up; returns the results."""
+    prompts = list(BUILTIN_PROMPTS[: args.prompts])
+    rows = []
+    for batch in args.batches:
+        for temp in args.temps:
+            for mode in ("ar", "sd", "ssd"):
+                spec = _spec(mode, args, batch, temp)
+                cfg = RunConfig(spec=spec, prompts=prompts, max_new_tokens=args.max_new, device=args.device,
+                                seed=args.seed, threads=args.threads)
+                if args.warmup:
+                    run(RunConfig(spec=spec, prompts=prompts[:batch], max_new_tokens=8, device=args.device,
+                                  threads=args.threads))
+                rep = run(cfg)
+                s = rep.summary()
+                s.update(batch=batch, temperature=temp, k=spec.k, fanout=rep.measurements.meta["fanout"],
+                         backup=rep.measurements.meta["backup_resolved"])
+                rows.append(s)
+                print(f"  batch {batch} T={temp} {mode}: {s['tokens_per_s']:.1f} tok/s", flush=True)
+    for r in rows:
+        same = {x["mode"]: x for x in rows if x["batch"] == r["batch"] and x["temperature"] == r["temperature"]}
+        r["vs_ar"] = r["tokens_per_s"] / same["ar"]["tokens_per_s"]
+        r["vs_sd"] = r["tokens_per_s"] / same["sd"]["tokens_per_s"]
+        r["of_ceiling"] = r["tokens_per_s"] / r["ceiling_tokens_per_s"] if r["ceiling_tokens_per_s"] else None
+    key = next(r for r in rows if r["mode"] == "ssd" and r["batch"] == 1 and r["temperature"] == 0.0) \
+        if 1 in args.batches and 0.0 in args.temps else None
+    targets = None if key is None else {
+        "ssd_vs_sd>=1.25": key["vs_sd"] >= 1.25, "ssd_vs_ar>=2": key["vs_ar"] >= 2.0,
+        "ssd_of_ceiling>=0.85": (key["of_ceiling"] or 0) >= 0.85}
+    return {"meta": {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": platform.node(),
+                     "cpus": os.cpu_count(), "device": args.device, "command": " ".join(sys.argv),
+                     "max_new_tokens": args.max_new, "prompts": len(prompts)},
+            "rows": rows, "targets": targets}
+
+
+def table(result: dict) -> str:
+    head = f"{'batch':>5} {'T':>4} {'mode':>4} {'tok/s':>8} {'xAR':>5} {'xSD':>5} {'tok/rnd':>7} " \
+           f"{'hit':>5} {'wait':>5} {'ceil':>8} {'%ceil':>6}"
+    lines = [head]
+    for r in result["rows"]:
+        hit = "-" if r["hit_rate"] is None else f"{r['hit_rate']:.2f}"
+        ceil = f"{100 * r['of_ceiling']:.0f}%" if r["of_ceiling"] is not None else "-"
+        lines.append(f"{r['batch']:>5} {r['temperature']:>4} {r['mode']:>4} {r['tokens_per_s']:>8.1f} "
+                     f"{r['vs_ar']:>5.2f} {r['vs_sd']:>5.2f} {r['mean_tokens_per_round']:>7.2f} {hit:>5} "
+                     f"{r['wait_share']:>5.2f} {r['ceiling_tokens_per_s']:>8.1f} {ceil:>6}")
+    if result["targets"]:
+        lines.append("targets (batch 1, T=0): " + ", ".join(f"{k}: {'met' if v else 'NOT met'}"
+                                                          for k, v in result["targets"].items()))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="out/bench_exec.json")
+    p.add_argument("--k", type=int, default=4, help="SSD lookahead")
+    p.add_argument("--k-sd", type=int, default=4, help="SD lookahead")
+    p.add_argument("--fanout", default="", help="SSD fan-out F_0..F_K, comma separated (default: geometric)")
+    p.add_argument("--budget", type=int, default=12)
+    p.add_argument("--backup", default="neural")
+    p.add_argument("--c", type=float, default=1.0, help="Saguaro C at T > 0")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--temps", type=float, nargs="+", default=[0.0, 0.7])
+    p.add_argument("--max-new", type=int, default=128)
+    p.add_argument("--prompts", type=int, default=4)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-warmup", dest="warmup", action="store_false")
+    args = p.parse_args(argv)
+    result = bench(args)
+    write_atomic(args.out, json.dumps(result, indent=1) + "\n")
+    print(table(result))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
