@@ -59,6 +59,7 @@ class DraftWorker:
         self.sent: torch.Tensor | None = None
         self.from_backup = torch.ones(bsz, dtype=torch.bool)
         self.times: dict = {}
+        self._pending: tuple | None = None
 
     def _now(self) -> float:
         return time.perf_counter() - self.t_start
@@ -83,6 +84,7 @@ class DraftWorker:
         """Glue, fork and tree for the outstanding speculation (runs while the verifier verifies)."""
         d, ws = self.drafter, self.ws
         t0 = self._now()
+        self._settle()
         d_logits = d.glue(self.sent)
         t1 = self._now()
         f = fork(d_logits, self.sent, self._fan(), ws.n_rank)
@@ -95,11 +97,12 @@ class DraftWorker:
         """Look the outcome up in the cache; rows that miss get the backup's speculation."""
         t0 = self._now()
         hit, rank, tokens, q = self.cache.lookup(acc, bonus, self.ws.n_rank)
-        self.drafter.advance(acc, bonus, self.sent, done, cached_spec=self.ws.k)
+        self._pending = (acc, bonus, self.sent, done)     # applied after the reply is sent, if possible
         live_miss = ~hit & ~torch.tensor(done, dtype=torch.bool)
         times = dict(self.times)
         if bool(live_miss.any()):
             tb = self._now()
+            self._settle()
             b_tokens, b_q = self._backup(live_miss)
             tokens = torch.where(live_miss.view(-1, 1), b_tokens, tokens)
             if q is not None:
@@ -108,6 +111,12 @@ class DraftWorker:
         self.from_backup, self.sent = live_miss, tokens
         times["reply"] = (t0, self._now())
         return Reply(hit, rank, live_miss.clone(), tokens, q, times)
+
+    def _settle(self) -> None:
+        """Apply the last outcome to the draft's sequences (deferred off the reply's critical path)."""
+        if self._pending is not None:
+            self.drafter.advance(*self._pending, cached_spec=self.ws.k)
+            self._pending = None
 
     def _backup(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Speculation from the true prefix for ``rows`` (others get filler): neural jit or fast n-gram."""
