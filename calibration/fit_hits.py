@@ -11,12 +11,14 @@ from calibration.fit_acceptance import RunRounds, _seq_values
 from calibration.hits import HitCurve
 
 DEFAULT_TOP_N = 64  # the executor records ranks among the draft's top 64 (-1 beyond); meta["top_n"] overrides
-MIN_SAMPLES = 20  # positions with fewer ranks than this use the table pooled over positions
+SHRINK = 10  # a position's table is shrunk toward the pooled one as if it had this many pooled samples more
 
 
-def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int]]]:
-    """{"primary"|"backup": [(accepted length, bonus rank), ...]} for sequence-rounds with a recorded rank."""
-    out: dict[str, list[tuple[int, int]]] = {"primary": [], "backup": []}
+def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int, bool]]]:
+    """{"primary"|"backup": [(accepted length, bonus rank, all K accepted), ...]} for sequence-rounds with a
+    recorded rank. After a rejection the bonus comes from the residual (the sent token excluded); after
+    all K were accepted it comes from the target's next-token distribution: a different, easier regime."""
+    out: dict[str, list[tuple[int, int, bool]]] = {"primary": [], "backup": []}
     for i, row in enumerate(run.rounds):
         ranks, acc = row.get("bonus_rank"), row.get("accepted")
         if ranks is None or acc is None:
@@ -30,13 +32,13 @@ def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int]]]:
         for a, rk, b in zip(acc, ranks, backup):
             if rk is None or (run.mode == "sd" and int(a) >= run.k):
                 continue  # SD drafts no row at position K: its rank there is unknown, not a miss
-            out["backup" if b else "primary"].append((int(a), int(rk)))
+            out["backup" if b else "primary"].append((int(a), int(rk), int(a) >= run.k))
     return out
 
 
-def hit_table(pairs: list[tuple[int, int]], top_n: int) -> np.ndarray:
+def hit_table(pairs: list[tuple], top_n: int) -> np.ndarray:
     """hit[F] = P(0 <= rank < F) for F = 0..top_n (ranks -1 or >= top_n count as misses)."""
-    r = np.asarray([rk for _, rk in pairs], dtype=int)
+    r = np.asarray([p[1] for p in pairs], dtype=int)
     f = np.arange(top_n + 1)
     inside = (r >= 0) & (r < top_n)
     return np.asarray([float(np.mean(inside & (r < fi))) for fi in f])
@@ -60,19 +62,37 @@ def fit_power_law(hit: np.ndarray, n: int) -> dict:
             "points": int(ok.sum())}
 
 
-def fit_source(pairs: list[tuple[int, int]], top_n: int) -> tuple[dict, dict]:
-    """HitCurve spec {"c", "r", "table"} for one (temperature, C, source) and its fit info."""
+def _shrunk(pairs: list[tuple], top_n: int, prior: np.ndarray) -> np.ndarray:
+    n = len(pairs)
+    own = hit_table(pairs, top_n) if n else prior
+    return (n * own + SHRINK * prior) / (n + SHRINK)
+
+
+def fit_source(pairs: list[tuple[int, int, bool]], top_n: int, k_final: int | None) -> tuple[dict, dict]:
+    """HitCurve spec {"c", "r", "table"} for one (temperature, C, source) and its fit info.
+
+    Table rows 0..K-1 come from rejection outcomes (each shrunk toward their pooled table); row K, when all
+    runs of the group share K, from all-accepted outcomes. HitCurve has no separate all-accepted entry, so
+    the row at K would be wrong for configs with a larger K: calibrate at the largest K you will plan for.
+    The power law is fitted to all outcomes pooled.
+    """
     pooled = hit_table(pairs, top_n)
-    kmax = max(a for a, _ in pairs)
-    table, per_pos = [], []
-    for k in range(kmax + 1):
-        at_k = [p for p in pairs if p[0] == k]
-        per_pos.append(len(at_k))
-        table.append(hit_table(at_k, top_n) if len(at_k) >= MIN_SAMPLES else pooled)
+    rej = [p for p in pairs if not p[2]]
+    fin = [p for p in pairs if p[2]]
+    pooled_rej = hit_table(rej, top_n) if rej else pooled
+    last = max((p[0] for p in rej), default=0)
+    if k_final is not None and fin:
+        last = max(last, k_final - 1)
+    table = [_shrunk([p for p in rej if p[0] == k], top_n, pooled_rej) for k in range(last + 1)]
+    if k_final is not None and fin:
+        table.append(hit_table(fin, top_n))
     law = fit_power_law(pooled, len(pairs))
     spec = {"c": law["c"], "r": law["r"], "table": [[float(v) for v in row] for row in table]}
-    info = {**law, "n": len(pairs), "top_n": top_n, "samples_by_position": per_pos,
-            "pooled_hit": [float(v) for v in pooled]}
+    info = {**law, "n": len(pairs), "top_n": top_n, "k_final": k_final if fin else None,
+            "samples_by_position": [sum(1 for p in rej if p[0] == k) for k in range(last + 1)],
+            "final_n": len(fin), "pooled_hit": [float(v) for v in pooled],
+            "rejection_hit": [float(v) for v in pooled_rej],
+            "final_hit": [float(v) for v in hit_table(fin, top_n)] if fin else None}
     return spec, info
 
 
@@ -93,9 +113,11 @@ def fit_hits(runs: list[RunRounds]) -> tuple[HitCurve, dict]:
                     pairs[src] += ps
             if not pairs["primary"]:
                 continue
-            ranks = [rk for ps in pairs.values() for _, rk in ps]
+            ranks = [p[1] for ps in pairs.values() for p in ps]
             top_n = min((r.top_n for r in rs if r.top_n), default=max(DEFAULT_TOP_N, max(ranks) + 1))
-            fitted[c] = {src: fit_source(ps, top_n) for src, ps in pairs.items() if ps}
+            ks = {r.k for r in rs if r.mode == "ssd"}
+            k_final = ks.pop() if len(ks) == 1 else None
+            fitted[c] = {src: fit_source(ps, top_n, k_final) for src, ps in pairs.items() if ps}
         if not fitted:
             continue
         ref = max(fitted)
