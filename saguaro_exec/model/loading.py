@@ -147,6 +147,9 @@ def save_model(model: Transformer, path: str | os.PathLike, extra_files: dict[st
             mode = "wb" if isinstance(content, bytes) else "w"
             with open(tmp / name, mode) as fh:
                 fh.write(content)
+        for f in tmp.iterdir():  # mkdtemp is 0700 and safetensors may write 0600: use ordinary modes
+            f.chmod(0o644)
+        tmp.chmod(0o755)
         if path.exists():
             old = path.parent / f".{path.name}.old-{os.getpid()}"
             os.replace(path, old)
