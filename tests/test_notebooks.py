@@ -49,23 +49,25 @@ def _text_outputs(cell) -> str:
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory) -> dict:
     """Execute every shipped notebook once (module scope: the three together stay under 3 minutes)."""
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([old] if old else []))
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "TMPDIR")}
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([old["PYTHONPATH"]] if old["PYTHONPATH"] else []))
     results = {}
     try:
         for name in _present():
             nb = nbformat.read(NB_DIR / f"{name}.ipynb", as_version=4)
             work = tmp_path_factory.mktemp(name)  # files a notebook writes land here, not in the repo
+            os.environ["TMPDIR"] = str(work)  # ... and so do its tempfile folders (the autotune report)
             client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
                                     resources={"metadata": {"path": str(work)}})
             t0 = time.perf_counter()
             client.execute()  # raises CellExecutionError naming the failing cell
             results[name] = (nb, time.perf_counter() - t0)
     finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return results
 
 
