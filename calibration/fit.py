@@ -127,13 +127,13 @@ def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float
 
 def effective_link_s(runs: list[RunRounds]) -> tuple[float | None, dict]:
     """One-way message time that makes the SSD round time of the model match real SSD rounds:
-    round = max(2 m + verify, build) (+ backup), so m = (round - backup - verify) / 2 (median over rounds)."""
+    round = max(2 m + verify, build) (+ backup), so m = (round - backup - verify) / 2 (mean over rounds)."""
     ms = [((r["t1"] - r["t0"]) - float(r.get("backup_s") or 0) - float(r["verify_s"])) / 2
           for run in runs if run.mode == "ssd" for r in _steady(run)
           if r.get("verify_s") and r.get("t1") is not None and r.get("t0") is not None]
     if not ms:
         return None, {"n": 0}
-    m = max(0.0, float(np.median(ms)))
+    m = max(0.0, float(np.mean(ms)))
     return m, {"n": len(ms), "one_way_s": m, "p10_s": float(np.percentile(ms, 10)),
                "p90_s": float(np.percentile(ms, 90))}
 
@@ -212,8 +212,8 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         eff = executor_rows(runs)
         for who in ("target", "draft"):
             if eff[who] and f"{who}_fit" in prov and "cv_mape" in prov[f"{who}_fit"]:
-                o0, o1, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
-                models[who] = with_overhead(models[who], o0, o1)
+                xs, over, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
+                models[who] = with_overhead(models[who], xs, over)
         m_eff, prov["link_executor"] = effective_link_s(runs)
         if m_eff is not None:
             prov["link_microbench_s"] = link_s

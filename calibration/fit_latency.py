@@ -121,37 +121,30 @@ def fit_latency(rows: list[dict], where: str = "latency", max_knots: int = 2) ->
     return model, info
 
 
-def with_overhead(model: LatencyModel, o0: float, o1: float) -> LatencyModel:
-    """model + o0 + o1 * tokens (tokens = batch * new_tokens), kept >= 0; same kind as model."""
+def with_overhead(model: LatencyModel, xs: list[float], overhead: list[float]) -> LatencyModel:
+    """model + overhead(tokens), the overhead interpolated between (xs, overhead) and flat outside them
+    (tokens = batch * new_tokens); the result is piecewise-linear in tokens, kept >= 0."""
     p = model.params
-    if model.kind == "linear":
-        return LatencyModel.linear(max(0.0, p["base"] + o0), max(0.0, p["per_token"] + o1), p.get("per_context", 0.0))
-    if model.kind == "piecewise":
-        ys = [max(0.0, y + o0 + o1 * x) for x, y in zip(p["knots_x"], p["knots_y"])]
-        return LatencyModel.piecewise(p["knots_x"], ys, p.get("per_context", 0.0))
-    raise ConfigError("latency.kind", f"cannot add an overhead to a {model.kind!r} model", "linear | piecewise")
+    if model.kind not in ("linear", "piecewise"):
+        raise ConfigError("latency.kind", f"cannot add an overhead to a {model.kind!r} model", "linear | piecewise")
+    base_x = list(p["knots_x"]) if model.kind == "piecewise" else [1.0]
+    knots = sorted({*base_x, *map(float, xs), float(max(*base_x, *xs)) + 1.0})
+    ys = [max(0.0, model(1, x, 0.0) + float(np.interp(x, xs, overhead))) for x in knots]
+    return LatencyModel.piecewise(knots, ys, p.get("per_context", 0.0))
 
 
-def fit_overhead(model: LatencyModel, rows: list[tuple[int, int, float, float]]) -> tuple[float, float, dict]:
-    """Executor overhead per forward, o0 + o1 * tokens, from effective forward times seen in real runs.
+def fit_overhead(model: LatencyModel, rows: list[tuple[int, int, float, float]]) -> tuple[list[float], list[float], dict]:
+    """Executor overhead per forward as a function of tokens, from effective forward times in real runs.
 
-    rows: (batch, new_tokens, context, seconds). Residuals against the microbenchmark model are reduced to
-    their median per token count (robust to scheduling spikes), then fitted with o1 >= 0 (o1 = 0 when one
-    token count only). Returns (o0, o1, info).
+    rows: (batch, new_tokens, context, seconds). Residuals against the microbenchmark model are averaged
+    per token count (the mean, not the median: scheduling spikes are part of what throughput pays);
+    with_overhead interpolates between them. Returns (token counts, mean overheads, info).
     """
-    if not rows:
-        return 0.0, 0.0, {"n": 0}
     by_x: dict[float, list[float]] = {}
     for b, n, c, s in rows:
         by_x.setdefault(float(b * n), []).append(float(s) - model(b, n, c))
-    xs = np.asarray(sorted(by_x))
-    med = np.asarray([np.median(by_x[x]) for x in xs])
-    w = np.sqrt([len(by_x[x]) for x in xs])
-    if len(xs) == 1:
-        o0, o1 = float(med[0]), 0.0
-    else:
-        a = np.stack([np.ones_like(xs), xs], axis=1) * w[:, None]
-        o0, o1 = lsq_linear(a, med * w, bounds=([-np.inf, 0.0], [np.inf, np.inf])).x
-    info = {"n": len(rows), "o0_s": float(o0), "o1_s_per_token": float(o1),
-            "median_residual_s_by_tokens": {str(int(x)): float(m) for x, m in zip(xs, med)}}
-    return float(o0), float(o1), info
+    xs = sorted(by_x)
+    med = [float(np.mean(by_x[x])) for x in xs]
+    info = {"n": len(rows), "by_tokens": {str(int(x)): {"mean_overhead_s": m, "n": len(by_x[x])}
+                                          for x, m in zip(xs, med)}}
+    return xs, med, info

@@ -21,9 +21,9 @@ from saguaro_sim.analytic import resolve_fanouts, uses_fast_backup
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.workload import Workload
 
-FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 4, "calib_budget": 16}
+FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 8, "calib_budget": 32}
 SSD = "SSD (best simulated)"
-QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 3, "calib_budget": 8}
+QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8}
 
 
 @dataclass

@@ -122,8 +122,8 @@ def profile_rows(profile) -> list[list]:
     for who in ("target", "draft"):
         o = prov.get(f"{who}_overhead")
         if o and o.get("n"):
-            rows.append([f"{who} executor overhead", f"{o['o0_s'] * 1e3:.3f} ms + {o['o1_s_per_token'] * 1e6:.2f} us"
-                         "/token per forward", o["n"], None])
+            per = ", ".join(f"{v['mean_overhead_s'] * 1e3:.2f} ms at {x}" for x, v in o["by_tokens"].items())
+            rows.append([f"{who} executor overhead", f"per forward by tokens: {per}", o["n"], None])
     for t in profile.acceptance.by_temperature:
         rates = ", ".join(f"{a:.2f}" for a in profile.acceptance.by_temperature[t])
         rows.append([f"acceptance T={t}", f"per position {rates}", None, None])

@@ -204,7 +204,8 @@ def test_executor_overheads_and_effective_link_from_ssd_rounds():
     assert p.target(1, k + 1, ctx) == pytest.approx(verify, rel=0.03)
     assert p.draft(1, k + 1, ctx) == pytest.approx(pw_truth(k + 1, ctx) + 0.001, rel=0.05)
     assert p.draft(1, 12, ctx) == pytest.approx(pw_truth(12, ctx) + 0.001, rel=0.05)
-    assert p.provenance["target_overhead"]["o0_s"] == pytest.approx(0.002, rel=0.05)
+    assert p.provenance["target_overhead"]["by_tokens"]["4"]["mean_overhead_s"] == pytest.approx(0.002, rel=0.05)
+    assert p.target(1, 1, ctx) == pytest.approx(lin_truth(1, ctx) + 0.002, rel=0.03)  # flat outside seen widths
     assert p.link_s == pytest.approx((0.021 - verify) / 2, rel=0.02) and p.link_bytes_per_s == 0.0
     assert p.provenance["link_microbench_s"] == pytest.approx(1e-4, rel=0.02)
     bare = fit(grid(), run, executor=False)  # the microbenchmarks alone
