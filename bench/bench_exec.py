@@ -89,9 +89,9 @@ def table(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/bench_exec.json")
-    p.add_argument("--k", type=int, default=4, help="SSD lookahead")
-    p.add_argument("--k-sd", type=int, default=4, help="SD lookahead")
-    p.add_argument("--fanout", default="", help="SSD fan-out F_0..F_K, comma separated (default: geometric)")
+    p.add_argument("--k", type=int, default=3, help="SSD lookahead")
+    p.add_argument("--k-sd", type=int, default=3, help="SD lookahead")
+    p.add_argument("--fanout", default="5,4,3,2", help="SSD fan-out F_0..F_K, comma separated (\"\": geometric for --budget)")
     p.add_argument("--budget", type=int, default=12)
     p.add_argument("--backup", default="neural")
     p.add_argument("--c", type=float, default=1.0, help="Saguaro C at T > 0")
