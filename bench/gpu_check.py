@@ -252,11 +252,36 @@ def exec_runs() -> list[dict]:
             cfg = saguaro_exec.RunConfig(spec=spec, max_new_tokens=32 if QUICK else 128, device=DEVICE,
                                          seed=0)
             rep = saguaro_exec.run(cfg)
-            row = {"model": "tiny", "mode": mode, "batch": batch, "tokens_per_s": rep.tokens_per_s,
-                   "tokens_per_round": getattr(rep, "tokens_per_round", None),
-                   "hit_rate": getattr(rep, "hit_rate", None)}
-            out.append(row)
-            log(json.dumps(row))
+            out.append(run_row("tiny", mode, batch, rep))
+    return out
+
+
+def run_row(model: str, mode: str, batch: int, rep) -> dict:
+    row = {"model": model, "mode": mode, "batch": batch, "tokens_per_s": rep.tokens_per_s,
+           "tokens_per_round": rep.mean_tokens_per_round, "hit_rate": rep.hit_rate, "wait_share": rep.wait_share,
+           "ceiling_tokens_per_s": rep.ceiling_tokens_per_s, "wall_s": rep.wall_s}
+    log(json.dumps(row))
+    return row
+
+
+@step("exec_runs_random_shapes")
+def exec_runs_random_shapes() -> list[dict]:
+    """AR / SD / SSD with random-weight 8B/1B shapes: timing only (random weights make acceptance meaningless)."""
+    import saguaro_exec
+    from saguaro_sim import SpecConfig
+
+    target = random_model(model_config(TARGET, 4096), seed=0, device=DEVICE, dtype=DTYPE)
+    draft = random_model(model_config(DRAFT, 4096), seed=1, device=DEVICE, dtype=DTYPE)
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for batch in (1, 4):
+        prompts = [torch.randint(0, TARGET.vocab, (128,), generator=gen).tolist() for _ in range(batch)]
+        for mode in ("ar", "sd", "ssd"):
+            spec = SpecConfig(mode=mode, k=4, budget=16, batch_size=batch)
+            cfg = saguaro_exec.RunConfig(spec=spec, target=target, draft=draft, prompts=prompts,
+                                         max_new_tokens=16 if QUICK else 64, device=DEVICE,
+                                         dtype="bfloat16" if DTYPE == torch.bfloat16 else "float32", seed=0)
+            out.append(run_row(f"random {TARGET.name}/{DRAFT.name}", mode, batch, saguaro_exec.run(cfg)))
     return out
 
 
@@ -282,6 +307,7 @@ def main() -> None:
     fit_and_compare()
     decode_bandwidth()
     exec_runs()
+    exec_runs_random_shapes()
     ok = {k: v["ok"] for k, v in RESULTS["steps"].items()}
     log(f"done in {time.time() - T0:.0f} s: {ok}")
     print(json.dumps({k: v.get("result") for k, v in RESULTS["steps"].items()
