@@ -74,17 +74,17 @@ def pin(spec: SpecConfig, profile: Profile, workload: Workload) -> SpecConfig:
     return spec.replace(fanout=tuple(primary), fanout_miss=tuple(miss), backup=backup)
 
 
-def decode_rate(report) -> float:
+def decode_rate(meas: Measurements) -> float:
     """Measured tokens/s over steady decoding rounds: each batch's first round (prefill, first speculation)
     is left out, as the simulator does not model it."""
     seen, tokens, spent = set(), 0, 0.0
-    for r in report.measurements.rounds:
+    for r in meas.rounds:
         b = r.get("batch_index", 0)
         if b in seen:
             tokens += sum(int(a) + 1 for a in r["accepted"])
             spent += r["t1"] - r["t0"]
         seen.add(b)
-    return tokens / spent if spent > 0 else report.tokens_per_s
+    return tokens / spent if spent > 0 else float(meas.totals.get("tokens_per_s", 0.0))
 
 
 def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int, trace: bool = False):
@@ -97,10 +97,12 @@ def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int,
 
 
 def measured(report) -> dict:
-    """Measured numbers of one real run, in the same keys as `predicted`."""
-    return {"tokens_per_s": decode_rate(report), "tokens_per_s_wall": report.tokens_per_s,
-            "hit_rate": report.hit_rate, "tokens_per_round": report.mean_tokens_per_round,
-            "wait_share": report.wait_share, "wall_s": report.wall_s}
+    """Measured numbers of one real run (a RunReport or its Measurements), in the keys of `predicted`."""
+    meas = report if isinstance(report, Measurements) else report.measurements
+    t = meas.totals
+    return {"tokens_per_s": decode_rate(meas), "tokens_per_s_wall": t.get("tokens_per_s"),
+            "hit_rate": t.get("hit_rate"), "tokens_per_round": t.get("mean_tokens_per_round"),
+            "wait_share": t.get("wait_share"), "wall_s": t.get("wall_s")}
 
 
 def _errors(configs: list[dict], key: str) -> dict:
