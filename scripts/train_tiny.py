@@ -188,6 +188,21 @@ def sd_acceptance(target, draft, prompt: list[int], n_new: int, k: int, temperat
     return accepted, examined, rounds
 
 
+@torch.no_grad()
+def teacher_forced_acceptance(target, draft, held: torch.Tensor, temperature: float, seq_len: int = 256,
+                              n_windows: int = 128) -> float:
+    """Expected per-token acceptance along held-out text (no generation, so no repetition loops):
+    mean over positions of sum_x min(p(x), q(x)), which is 1[argmax p == argmax q] at T=0."""
+    stride = (held.numel() - seq_len - 1) // n_windows
+    total, count = 0.0, 0
+    for i in range(0, n_windows, 16):
+        x = torch.stack([held[s : s + seq_len] for s in range(i * stride, min(i + 16, n_windows) * stride, stride)])
+        p, q = probs(target(x), temperature), probs(draft(x), temperature)
+        total += torch.minimum(p, q).sum(-1)[:, seq_len // 2 :].sum().item()
+        count += x.shape[0] * (seq_len - seq_len // 2)
+    return total / count
+
+
 def distinct(tokens: list[int], n: int) -> float:
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(set(grams)) / max(len(grams), 1)
@@ -221,6 +236,8 @@ def evaluate(n_prompts: int, n_new: int, k: int) -> None:
         acc[f"T{temp}"] = {"per_token_acceptance": a / e, "accepted_per_round": a / r,
                            "tokens_per_round": (a + r) / r, "rounds": r}
     report["sd_acceptance"] = {"k": k, "prompts": n_prompts, "new_tokens_per_prompt": n_new, **acc}
+    report["teacher_forced_acceptance"] = {f"T{t}": teacher_forced_acceptance(target, draft, held, t)
+                                           for t in (0.0, 0.7)}
     text = json.dumps(report, indent=2, default=float) + "\n"
     (OUT / "eval.json").write_text(text)
     print(text)

@@ -45,5 +45,5 @@ def test_pair_is_trained():
         with torch.no_grad():
             logits = m(ids[:, :-1])
         ppl[name] = math.exp(F.cross_entropy(logits[0], ids[0, 1:]).item())
-    assert ppl["target"] < ppl["draft"] < 20, ppl
-    assert ppl["target"] < 8, ppl
+    assert ppl["target"] < ppl["draft"] < 6, ppl  # measured: target 2.5, draft 3.2 (uniform: 272)
+    assert ppl["target"] < 4, ppl
