@@ -116,12 +116,24 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     """Fit on the saved calibration runs, predict every saved test config, compare; print and return."""
     _, workload = _workload(args)
     grid = Measurements.from_json(save / "grid.json")
-    profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration", executor=not args.bare)
+    calib = _load(save, "calib_*")
+    profile = fit(grid, *calib, name="fidelity-calibration", executor=not args.bare)
+    kinds: dict[tuple, object] = {}  # executor costs calibrated on the calibration runs most like the config
+
+    def profile_for(spec: SpecConfig):
+        if args.single or args.bare:
+            return profile
+        key = (spec.mode, spec.temperature)
+        if key not in kinds:
+            kinds[key] = fit(grid, *calib, name=f"fidelity-{spec.mode}-T{spec.temperature}", mode=spec.mode,
+                             temperature=spec.temperature)
+        return kinds[key]
+
     rows = []
     for name, _ in TESTS:
         runs = _load(save, f"test_{_slug(name)}_p*")
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
-        pred, _ = predicted(profile, spec, workload, seed=0)
+        pred, _ = predicted(profile_for(spec), spec, workload, seed=0)
         ms = [measured(m) for m in runs]
         meas = {k: float(np.mean([m[k] for m in ms])) if ms[0][k] is not None else None for k in ms[0]}
         rates = [m["tokens_per_s"] for m in ms]
@@ -146,7 +158,8 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                "best_measured_b1_t0": top["name"], "best_measured_b1_t0_tokens_per_s": top["measured"]["tokens_per_s"],
                "optimizer_gap": choice_meas / max(choice_meas, top["measured"]["tokens_per_s"]) - 1,
                "median_run_to_run_spread": float(np.median([r["run_to_run_spread"] for r in rows])),
-               "executor_calibration": not args.bare, **json.loads((save / "collect.json").read_text())}
+               "executor_calibration": "none" if args.bare else "all runs" if args.single else "per mode and T",
+               **json.loads((save / "collect.json").read_text())}
     print(json.dumps(summary, indent=1))
     return {"summary": summary, "rows": rows, "profile": profile.to_dict()}
 
@@ -161,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", default="fidelity-runs", help="folder for the runs' Measurements (default fidelity-runs)")
     ap.add_argument("--replay", action="store_true", help="evaluate the runs saved in --save without running")
     ap.add_argument("--bare", action="store_true", help="fit without executor calibration (microbenchmarks only)")
+    ap.add_argument("--single", action="store_true",
+                    help="one profile for every config (default: executor costs calibrated per mode and temperature)")
     ap.add_argument("--out", help="write every number as JSON here")
     args = ap.parse_args(argv)
     save = Path(args.save)

@@ -162,14 +162,29 @@ def _tradeoff(acc_info: dict, hit_info: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (r["temperature"], r["sampler_c"]))
 
 
+def runs_like(runs: list[RunRounds], mode: str | None, temperature: float | None) -> list[RunRounds]:
+    """The runs whose executor costs best match (mode, temperature): same mode if any, then the nearest
+    temperature among those (None = no preference)."""
+    pool = list(runs)
+    if mode is not None:
+        pool = [r for r in runs if r.mode == mode] or pool
+    if temperature is None or not pool:
+        return pool
+    near = min(abs(r.temperature - temperature) for r in pool)
+    return [r for r in pool if abs(r.temperature - temperature) == near]
+
+
 def fit(*measurements: Measurements, name: str | None = None, base: Profile | None = None,
-        executor: bool = True) -> Profile:
+        executor: bool = True, mode: str | None = None, temperature: float | None = None) -> Profile:
     """Fit a Profile: latency models from grids, link from round trips, acceptance and hits from runs.
 
     Pass each run as its own Measurements (its meta holds the spec). Parts with no data come from `base`
     when given, else a ConfigError names what is missing. executor=True (default) also calibrates to the
     real runs: per-forward executor overheads on top of the microbenchmarks and the effective message time
     of SSD rounds (both recorded in provenance; executor=False keeps the bare microbenchmark numbers).
+    Executor costs depend on the mode (on a small machine the draft process competes with the target) and
+    on sampling (temperature > 0 costs more): mode / temperature pick the runs they are calibrated from,
+    for a profile that predicts that kind of run best (default: all runs).
     """
     if not measurements:
         raise ConfigError("measurements", "nothing to fit", "one or more Measurements")
@@ -209,12 +224,15 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         raise ConfigError("measurements.rounds", "no SD/SSD run rounds to fit acceptance and hit curves",
                           "Measurements from saguaro_exec.run, or pass base=<Profile>")
     if executor and runs:
-        eff = executor_rows(runs)
+        like = runs_like(runs, mode, temperature)
+        prov["executor_runs"] = {"mode": mode, "temperature": temperature, "n": len(like),
+                                 "used": sorted({f"{r.mode}@T={r.temperature}" for r in like})}
+        eff = executor_rows(like)
         for who in ("target", "draft"):
             if eff[who] and f"{who}_fit" in prov and "cv_mape" in prov[f"{who}_fit"]:
                 xs, over, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
                 models[who] = with_overhead(models[who], xs, over)
-        m_eff, prov["link_executor"] = effective_link_s(runs)
+        m_eff, prov["link_executor"] = effective_link_s(runs_like(runs, "ssd", temperature))
         if m_eff is not None:
             prov["link_microbench_s"] = link_s
             link_s, bps = m_eff, 0.0

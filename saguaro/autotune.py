@@ -167,33 +167,38 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
         grid = profile_pair(target, draft, device=device, ks=cfg["ks"], budgets=cfg["budgets"], batches=batches,
                             contexts=contexts, link=not quick, threads=threads, repeats=3 if quick else 7,
                             progress=progress)
-    calib_spec = SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_budget"], temperature=temperature,
-                            batch_size=batch_size)
-    with stage("calibration run"):
-        calib = real(calib_spec)
+    calib_specs = [SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_budget"], temperature=temperature,
+                              batch_size=batch_size),
+                   SpecConfig(mode="sd", k=cfg["calib_k"] // 2, temperature=temperature, batch_size=batch_size),
+                   SpecConfig(mode="ar", k=0, temperature=temperature, batch_size=batch_size)]
+    with stage("calibration runs"):
+        calib = [real(s).measurements for s in calib_specs]
+    tag = "quick" if quick else "full"
     with stage("fit"):
-        profile = fit(grid, calib.measurements, name=f"autotune-{'quick' if quick else 'full'}")
+        profiles = fit_modes(grid, calib, f"autotune-{tag}", temperature)
     with stage("optimize"):
         cons = Constraints(k_range=(1, max(cfg["ks"])), max_budget=max(cfg["budgets"]), top_n=4 if quick else 8,
                            modes=("ssd",))  # the best SSD; the best SD and AR come along as baselines
-        plan = optimize(profile, workload, batch_size=batch_size, temperature=temperature, objective=objective,
-                        constraints=cons, seed=seed)
+        predictor, simulator = by_mode(profiles)
+        plan = optimize(profiles["ssd"], workload, batch_size=batch_size, temperature=temperature,
+                        objective=objective, constraints=cons, seed=seed, predictor=predictor, simulator=simulator)
     rows = {SSD: plan.table[0], "SD": plan.baselines["sd"], "AR": plan.baselines["ar"]}
-    chosen = {name: pin(spec_of_row(row), profile, workload) for name, row in rows.items()}
+    chosen = {name: pin(spec_of_row(row), profiles["ssd"], workload) for name, row in rows.items()}
     pick = max(rows, key=lambda n: rows[n]["objective"])  # the optimizer's recommendation over all modes
     reports, configs, sims = {}, [], {}
     with stage("real runs"):
         for name, spec in chosen.items():
             reports[name] = real(spec)
     with stage("refit"):
-        refit = fit(grid, calib.measurements, *(r.measurements for r in reports.values()),
-                    name=f"autotune-{'quick' if quick else 'full'}-refit")
+        refits = fit_modes(grid, calib + [r.measurements for r in reports.values()], f"autotune-{tag}-refit",
+                           temperature)
     with stage("predict"):
         for name, spec in chosen.items():
-            pred, sims[name] = predicted(profile, spec, workload, seed, trace=spec.mode == "ssd")
-            pred2, _ = predicted(refit, spec, workload, seed)
+            pred, sims[name] = predicted(profiles[spec.mode], spec, workload, seed, trace=spec.mode == "ssd")
+            pred2, _ = predicted(refits[spec.mode], spec, workload, seed)
             configs.append({"name": name, "spec": spec.to_dict(), "fanout": list(spec.fanout or []),
                             "predicted": pred, "predicted_refit": pred2, "measured": measured(reports[name])})
+    profile, refit = profiles["ssd"], refits["ssd"]
     ssd_meas = configs[0]["measured"]["tokens_per_s"]
     doc = {"title": "saguaro autotune report", "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
            "models": {"target": str(target), "draft": str(draft)}, "device": device, "quick": quick,
@@ -207,7 +212,7 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
            "errors": {"fit": _errors(configs, "predicted"), "refit": _errors(configs, "predicted_refit")},
            "speedups": {m.lower(): ssd_meas / c["measured"]["tokens_per_s"] for c in configs[1:]
                         for m in [c["name"]] if c["measured"]["tokens_per_s"] > 0},
-           "calibration_run": {"spec": calib_spec.to_dict(), "measured": measured(calib)},
+           "calibration_runs": [{"spec": c.to_dict(), "measured": measured(m)} for c, m in zip(calib_specs, calib)],
            "profile": {"name": profile.name, "rows": profile_rows(profile)},
            "refit_profile": {"name": refit.name, "rows": profile_rows(refit)},
            "optimizer": {"searched": plan.searched, "best": plan.best.to_dict(), "top": plan.table[:8]},
@@ -221,13 +226,37 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
         write_report(doc, d)
         profile.to_json(d / "profile.json")
         refit.to_json(d / "profile_refit.json")
+        for mode in ("sd", "ar"):
+            profiles[mode].to_json(d / f"profile_{mode}.json")
+            refits[mode].to_json(d / f"profile_refit_{mode}.json")
         grid.to_json(d / "measurements" / "grid.json")
-        calib.measurements.to_json(d / "measurements" / "calibration_run.json")
+        for c, m in zip(calib_specs, calib):
+            m.to_json(d / "measurements" / f"calibration_{c.mode}.json")
         for name, rep in reports.items():
             rep.measurements.to_json(d / "measurements" / f"{name.split()[0].lower()}_run.json")
         reports[SSD].chrome_trace(d / "trace_real_ssd.json")
         sims[SSD].to_chrome_trace(d / "trace_sim_ssd.json")
     return AutotuneReport(Path(out_dir), chosen[pick], profile, refit, doc)
+
+
+def fit_modes(grid: Measurements, runs: list[Measurements], name: str, temperature: float) -> dict[str, Profile]:
+    """One profile per mode: the same acceptance and hit curves, executor costs from that mode's runs."""
+    return {mode: fit(grid, *runs, name=f"{name}-{mode}", mode=mode, temperature=temperature)
+            for mode in ("ssd", "sd", "ar")}
+
+
+def by_mode(profiles: dict[str, Profile]):
+    """(predictor, simulator) for saguaro_sim.optimize that score each config on its own mode's profile."""
+    from saguaro_sim.analytic import predict
+    from saguaro_sim.simulate import simulate
+
+    def predictor(profile: Profile, spec: SpecConfig, workload: Workload):
+        return predict(profiles[spec.mode], spec, workload)
+
+    def simulator(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0):
+        return simulate(profiles[spec.mode], spec, workload, seed=seed)
+
+    return predictor, simulator
 
 
 def load_measurements(folder: str | os.PathLike) -> list[Measurements]:

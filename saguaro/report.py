@@ -100,7 +100,8 @@ def render_markdown(doc: Mapping) -> str:
         out += ["", "## Time spent", "", ", ".join(f"{k} {v:.1f}s" for k, v in st.items()) + "."]
     out += ["", "## Files", "", "autotune.json (every number), recommended.toml, profile.json (fit), "
             "profile_refit.json, measurements/*.json, pred_vs_meas.png, timelines.png, hit_vs_fanout.png "
-            "(each PNG has a JSON of its numbers beside it).", ""]
+            "(each PNG has a JSON of its numbers beside it); profile_sd.json / profile_ar.json (and refits) carry the "
+            "executor costs of those modes.", ""]
     return "\n".join(out)
 
 
