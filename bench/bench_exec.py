@@ -35,6 +35,17 @@ def _spec(mode: str, args: argparse.Namespace, batch: int, temp: float) -> SpecC
                       batch_size=batch, temperature=temp, backup=args.backup, sampler_c=args.c if temp > 0 else 1.0)
 
 
+PHASES = ("verify_s", "wait_s", "msg_s", "draft_reply_s", "backup_s", "glue_s", "fork_s", "tree_s")
+
+
+def _phases(rep) -> dict:
+    """Mean per-round phase times in ms, plus the mean round time."""
+    rows = rep.measurements.rounds
+    out = {p.removesuffix("_s"): 1e3 * sum(r[p] for r in rows) / len(rows) for p in PHASES}
+    out["round"] = 1e3 * sum(r["t1"] - r["t0"] for r in rows) / len(rows)
+    return out
+
+
 def bench(args: argparse.Namespace) -> dict:
     """Run every (batch, temperature, mode) cell once after a short warm-up; returns the results."""
     prompts = list(BUILTIN_PROMPTS[: args.prompts])
@@ -49,9 +60,11 @@ def bench(args: argparse.Namespace) -> dict:
                     run(RunConfig(spec=spec, prompts=prompts[:batch], max_new_tokens=8, device=args.device,
                                   threads=args.threads))
                 rep = run(cfg)
+                if mode == "ssd" and batch == 1 and temp == 0.0 and args.trace:
+                    rep.chrome_trace(args.trace)
                 s = rep.summary()
                 s.update(batch=batch, temperature=temp, k=spec.k, fanout=rep.measurements.meta["fanout"],
-                         backup=rep.measurements.meta["backup_resolved"])
+                         backup=rep.measurements.meta["backup_resolved"], phase_ms=_phases(rep))
                 rows.append(s)
                 print(f"  batch {batch} T={temp} {mode}: {s['tokens_per_s']:.1f} tok/s", flush=True)
     for r in rows:
@@ -80,6 +93,12 @@ def table(result: dict) -> str:
         lines.append(f"{r['batch']:>5} {r['temperature']:>4} {r['mode']:>4} {r['tokens_per_s']:>8.1f} "
                      f"{r['vs_ar']:>5.2f} {r['vs_sd']:>5.2f} {r['mean_tokens_per_round']:>7.2f} {hit:>5} "
                      f"{r['wait_share']:>5.2f} {r['ceiling_tokens_per_s']:>8.1f} {ceil:>6}")
+    lines.append("mean ms per round: " + " | ".join(f"{p:>6}" for p in (*(x.removesuffix('_s') for x in PHASES),
+                                                                       "round")))
+    for r in result["rows"]:
+        ph = r["phase_ms"]
+        lines.append(f"  b{r['batch']} T={r['temperature']} {r['mode']:>3}: "
+                     + " | ".join(f"{ph[k]:6.3f}" for k in (*(x.removesuffix('_s') for x in PHASES), "round")))
     if result["targets"]:
         lines.append("targets (batch 1, T=0): " + ", ".join(f"{k}: {'met' if v else 'NOT met'}"
                                                           for k, v in result["targets"].items()))
@@ -102,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trace", default="", help="write the batch-1, T=0 SSD run's Chrome trace here")
     p.add_argument("--no-warmup", dest="warmup", action="store_false")
     args = p.parse_args(argv)
     result = bench(args)

@@ -67,14 +67,18 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
         for bi, prompts in enumerate(args.batches):
             gen = make_generator(args.seed + 7919 * (bi + 1), args.device)
             worker = DraftWorker(model, prompts, args.ws, gen, args.t_start)
-            _send(pg, worker.start())
+            pending = _send(pg, worker.start())
             outcome = torch.zeros(len(prompts), 4, dtype=torch.long)
             while True:
-                worker.build()
+                worker.build()                       # overlaps the verifier's verification
+                for work, _ in pending:              # gloo completes a send only once the peer
+                    work.wait()                      # progresses, so never block on it before building
                 pg.recv([outcome], 0, TAG).wait()
                 acc, bonus, done, stop = unpack_outcome(outcome)
-                _send(pg, worker.answer(acc, bonus, done))
+                pending = _send(pg, worker.answer(acc, bonus, done))
                 if stop:
+                    for work, _ in pending:
+                        work.wait()
                     break
     except BaseException:
         with open(err_file, "w") as f:
@@ -82,10 +86,13 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
         sys.exit(1)
 
 
-def _send(pg: dist.ProcessGroup, reply) -> None:
-    pg.send([reply_tensor(reply)], 0, TAG).wait()
+def _send(pg: dist.ProcessGroup, reply) -> list:
+    """Post the reply (header, then q rows at temperature > 0) without waiting; returns (work, tensor)
+    pairs, the tensors kept alive until their sends complete."""
+    msgs = [reply_tensor(reply)]
     if reply.q is not None:
-        pg.send([reply.q.detach().to("cpu", torch.float32).contiguous()], 0, TAG).wait()
+        msgs.append(reply.q.detach().to("cpu", torch.float32).contiguous())
+    return [(pg.send([m], 0, TAG), m) for m in msgs]
 
 
 def main(argv: list[str]) -> None:

@@ -16,6 +16,8 @@ from .model import Transformer
 from .ngram import ngram_propose, one_hot_q
 from .tree import SpecCache, build_tree, fork, tree_slots
 
+SMALL_BATCH = 16   # up to this many rows, cache lookups use per-row dicts prepared during the build
+
 
 @dataclass
 class Reply:
@@ -90,6 +92,8 @@ class DraftWorker:
         f = fork(d_logits, self.sent, self._fan(), ws.n_rank)
         t2 = self._now()
         self.cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
+        if len(d.seqs) <= SMALL_BATCH:
+            self.cache.prepare(ws.n_rank)
         t3 = self._now()
         self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3)}
 

@@ -38,15 +38,14 @@ def reply_width(k: int) -> int:
 def reply_tensor(r: Reply) -> torch.Tensor:
     """Pack everything but q into one float64 tensor."""
     bsz, k = r.tokens.shape
-    out = torch.full((bsz + 1, reply_width(k)), math.nan, dtype=torch.float64)
-    out[:bsz, 0] = r.hit.double()
-    out[:bsz, 1] = r.rank.double()
-    out[:bsz, 2] = r.from_backup.double()
-    out[:bsz, 3:3 + k] = r.tokens.double()
+    width = reply_width(k)
+    rows = [[float(h), float(rk), float(fb), *map(float, t)] + [math.nan] * (width - 3 - k)
+            for h, rk, fb, t in zip(r.hit.tolist(), r.rank.tolist(), r.from_backup.tolist(), r.tokens.tolist())]
+    times = [math.nan] * width
     for i, name in enumerate(PHASES):
         if name in r.times:
-            out[bsz, 2 * i], out[bsz, 2 * i + 1] = r.times[name]
-    return out
+            times[2 * i], times[2 * i + 1] = r.times[name]
+    return torch.tensor(rows + [times], dtype=torch.float64)
 
 
 def unpack_reply(t: torch.Tensor, k: int, q: torch.Tensor | None) -> Reply:

@@ -27,12 +27,16 @@ class CachedModel:
         Chunks of different lengths are right-padded with token 0; padded rows write K/V beyond the
         chunk, which no later query sees before it is overwritten.
         """
-        lengths = torch.tensor([len(c) for c in chunks], dtype=torch.long)
-        width = max(1, int(lengths.max()))
-        toks = torch.zeros(len(chunks), width, dtype=torch.long)
-        for b, c in enumerate(chunks):
-            if c:
-                toks[b, : len(c)] = torch.tensor(c, dtype=torch.long)
+        sizes = [len(c) for c in chunks]
+        lengths = torch.tensor(sizes, dtype=torch.long)
+        width = max(1, max(sizes))
+        if min(sizes) == width:                                   # common case: no padding needed
+            toks = torch.tensor(chunks, dtype=torch.long)
+        else:
+            toks = torch.zeros(len(chunks), width, dtype=torch.long)
+            for b, c in enumerate(chunks):
+                if c:
+                    toks[b, : len(c)] = torch.tensor(c, dtype=torch.long)
         start = start.to(torch.long).cpu()
         positions = start.view(-1, 1) + torch.arange(width).view(1, -1)
         need = int(positions.max()) + 1
@@ -47,6 +51,8 @@ class CachedModel:
     def last_logits(self, chunks: list[list[int]], start: torch.Tensor) -> torch.Tensor:
         """``extend`` and keep only the logits after each chunk's last real token: [B, V]."""
         logits, lengths = self.extend(chunks, start)
+        if bool((lengths == logits.shape[1]).all()):
+            return logits[:, -1]
         idx = (lengths - 1).clamp_min(0).to(logits.device)
         return logits[torch.arange(len(chunks), device=logits.device), idx]
 
@@ -54,6 +60,8 @@ class CachedModel:
     def tail_logits(self, chunks: list[list[int]], start: torch.Tensor, n: int) -> torch.Tensor:
         """``extend`` and keep the logits of each chunk's last ``n`` real tokens: [B, n, V]."""
         logits, lengths = self.extend(chunks, start)
+        if bool((lengths == logits.shape[1]).all()) and logits.shape[1] >= n:
+            return logits[:, logits.shape[1] - n:]
         idx = (lengths.view(-1, 1) - n + torch.arange(n).view(1, -1)).clamp_min(0).to(logits.device)
         return logits.gather(1, idx.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
 

@@ -35,9 +35,23 @@ class SpecCache:
     fork: Fork
     tokens: torch.Tensor            # [B, N, K]
     q: torch.Tensor | None          # [B, N, K, V] at temperature > 0
+    index: list | None = None       # per row {(k, t): branch}, {(k, t): rank}, token lists (``prepare``)
+
+    def prepare(self, n_rank: int) -> None:
+        """Build per-row dictionaries so that ``lookup`` is a few dict reads (for small batches; run
+        while the verifier verifies, off the reply's critical path)."""
+        f = self.fork
+        bk, bt, ok = f.branch_k.tolist(), f.branch_t.tolist(), f.valid.tolist()
+        top, rank = f.top.tolist(), f.rank.tolist()
+        branch = [{(k, t): j for j, (k, t, v) in enumerate(zip(bk[b], bt[b], ok[b])) if v} for b in range(len(bk))]
+        ranks = [{(k, t): r for k, (ts, rs) in enumerate(zip(top[b], rank[b])) for t, r in zip(ts, rs)
+                  if 0 <= r < n_rank} for b in range(len(top))]
+        self.index = [branch, ranks, self.tokens.tolist()]
 
     def lookup(self, acc: torch.Tensor, bonus: torch.Tensor, n_rank: int):
         """(hit [B], bonus rank [B] (-1 beyond top-n_rank), tokens [B, K], q [B, K, V] | None)."""
+        if self.index is not None:
+            return self._lookup_prepared(acc, bonus)
         f = self.fork
         rows = torch.arange(acc.shape[0])
         top_k, rank_k = f.top[rows, acc], f.rank[rows, acc]                 # [B, R]
@@ -49,6 +63,18 @@ class SpecCache:
         j = match.long().argmax(-1)
         q = None if self.q is None else self.q[rows.to(self.q.device), j.to(self.q.device)]
         return hit, rank, self.tokens[rows, j], q
+
+
+    def _lookup_prepared(self, acc: torch.Tensor, bonus: torch.Tensor):
+        branch, ranks, toks = self.index
+        keys = list(zip(acc.tolist(), bonus.tolist()))
+        js = [branch[b].get(key, -1) for b, key in enumerate(keys)]
+        hit = torch.tensor([j >= 0 for j in js], dtype=torch.bool)
+        rank = torch.tensor([ranks[b].get(key, -1) for b, key in enumerate(keys)], dtype=torch.long)
+        j = torch.tensor([max(x, 0) for x in js], dtype=torch.long)
+        tokens = torch.tensor([toks[b][i] for b, i in enumerate(j.tolist())], dtype=torch.long)
+        q = None if self.q is None else self.q[torch.arange(len(js), device=self.q.device), j.to(self.q.device)]
+        return hit, rank, tokens.view(len(js), -1), q
 
 
 def fork(d_logits: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n_rank: int) -> Fork:
