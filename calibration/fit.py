@@ -174,6 +174,17 @@ def runs_like(runs: list[RunRounds], mode: str | None, temperature: float | None
     return [r for r in pool if abs(r.temperature - temperature) == near]
 
 
+def prefer_mode(runs: list[RunRounds], mode: str | None) -> list[RunRounds]:
+    """At each temperature, the runs of `mode` if there are any, else all runs at that temperature."""
+    if mode is None:
+        return list(runs)
+    out = []
+    for t in sorted({r.temperature for r in runs}):
+        at = [r for r in runs if r.temperature == t]
+        out += [r for r in at if r.mode == mode] or at
+    return out
+
+
 def fit(*measurements: Measurements, name: str | None = None, base: Profile | None = None,
         executor: bool = True, mode: str | None = None, temperature: float | None = None) -> Profile:
     """Fit a Profile: latency models from grids, link from round trips, acceptance and hits from runs.
@@ -184,7 +195,9 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     of SSD rounds (both recorded in provenance; executor=False keeps the bare microbenchmark numbers).
     Executor costs depend on the mode (on a small machine the draft process competes with the target) and
     on sampling (temperature > 0 costs more): mode / temperature pick the runs they are calibrated from,
-    for a profile that predicts that kind of run best (default: all runs).
+    for a profile that predicts that kind of run best (default: all runs). With mode given, acceptance and
+    hits also come from that mode's runs where a temperature has them (SSD's primary speculations follow
+    cache hits, so their acceptance differs from SD's).
     """
     if not measurements:
         raise ConfigError("measurements", "nothing to fit", "one or more Measurements")
@@ -212,7 +225,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     if links:
         link_s, bps, prov["link_fit"] = fit_link(links)
     runs = [r for i, m in enumerate(measurements) if (r := run_of(m, f"measurements[{i}]")) is not None]
-    spec_runs = [r for r in runs if r.mode != "ar"]
+    spec_runs = prefer_mode([r for r in runs if r.mode != "ar"], mode)
     if spec_runs:
         acceptance, prov["acceptance_fit"] = fit_acceptance(spec_runs)
         hits, prov["hits_fit"] = fit_hits(spec_runs)
