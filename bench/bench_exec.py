@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k-sd", type=int, default=3, help="SD lookahead")
     p.add_argument("--fanout", default="5,4,3,2", help="SSD fan-out F_0..F_K, comma separated (\"\": geometric for --budget)")
     p.add_argument("--budget", type=int, default=12)
-    p.add_argument("--backup", default="neural")
+    p.add_argument("--backup", default="auto", help="neural | fast | auto (b* rule, b_star = 2)")
     p.add_argument("--c", type=float, default=1.0, help="Saguaro C at T > 0")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4])
     p.add_argument("--temps", type=float, nargs="+", default=[0.0, 0.7])
