@@ -115,7 +115,9 @@ def run(config: RunConfig) -> RunReport:
             "backup_resolved": backup if spec.mode == "ssd" else None, "target": _name(target_src),
             "draft": _name(draft_src) if spec.mode != "ar" else None, "device": config.device,
             "draft_device": ddev, "dtype": str(dtype), "threads": threads, "seed": config.seed,
-            "max_new_tokens": config.max_new_tokens, "draft_pid": draft_pid, "machine": platform.node(),
+            "max_new_tokens": config.max_new_tokens, "draft_pid": draft_pid,
+            "draft_processes": 1 if spec.mode == "ssd" else 0,   # draft_devices > 1 still runs one
+            "machine": platform.node(),
             "torch": torch.__version__, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     return _report(spec.mode, spec.k, results, tok, meta)
 
