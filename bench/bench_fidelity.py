@@ -85,13 +85,18 @@ def collect(args: argparse.Namespace, save: Path) -> None:
     ctxs = (workload.prompt_tokens, workload.prompt_tokens + args.tokens // 2, workload.prompt_tokens + args.tokens)
     grid = profile_pair(target, draft, contexts=ctxs, threads=args.threads, repeats=7, link=False)
     grid.to_json(save / "grid.json")
-    for i, spec in enumerate(CALIBRATION):
-        real(spec, f"calib_{i}")
-    profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration")
-    specs = [(name, pin(spec, profile, workload)) for name, spec in TESTS]
-    for i in range(args.passes):  # alternate the order: load on a shared machine drifts over time
+    specs = []
+    for i in range(args.passes):
+        # every pass re-runs the calibration configs and alternates the test order, so drifting load on a
+        # shared machine hits the calibration and the test runs alike
+        for j, spec in enumerate(CALIBRATION):
+            real(spec, f"calib_{j}_p{i}")
+        if not specs:  # pin fan-outs / backups once, from the first calibration pass
+            profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration")
+            specs = [(name, pin(spec, profile, workload)) for name, spec in TESTS]
         for name, spec in (specs if i % 2 == 0 else specs[::-1]):
             real(spec, f"test_{_slug(name)}_p{i}")
+    profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration")
     plan = optimize(profile, workload, batch_size=1, temperature=0.0,
                     constraints=Constraints(k_range=(1, 8), max_budget=64))
     real(pin(spec_of_row(plan.table[0]), profile, workload), "optimizer_choice")

@@ -14,11 +14,11 @@ DEFAULT_TOP_N = 64  # the executor records ranks among the draft's top 64 (-1 be
 SHRINK = 10  # a position's table is shrunk toward the pooled one as if it had this many pooled samples more
 
 
-def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int, bool]]]:
-    """{"primary"|"backup": [(accepted length, bonus rank, all K accepted), ...]} for sequence-rounds with a
+def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int, bool, int]]]:
+    """{"primary"|"backup": [(accepted length, bonus rank, all K accepted, K), ...]} for sequence-rounds with a
     recorded rank. After a rejection the bonus comes from the residual (the sent token excluded); after
     all K were accepted it comes from the target's next-token distribution: a different, easier regime."""
-    out: dict[str, list[tuple[int, int, bool]]] = {"primary": [], "backup": []}
+    out: dict[str, list[tuple[int, int, bool, int]]] = {"primary": [], "backup": []}
     for i, row in enumerate(run.rounds):
         ranks, acc = row.get("bonus_rank"), row.get("accepted")
         if ranks is None or acc is None:
@@ -32,7 +32,7 @@ def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int, bool]]]:
         for a, rk, b in zip(acc, ranks, backup):
             if rk is None or (run.mode == "sd" and int(a) >= run.k):
                 continue  # SD drafts no row at position K: its rank there is unknown, not a miss
-            out["backup" if b else "primary"].append((int(a), int(rk), int(a) >= run.k))
+            out["backup" if b else "primary"].append((int(a), int(rk), int(a) >= run.k, run.k))
     return out
 
 
@@ -68,17 +68,18 @@ def _shrunk(pairs: list[tuple], top_n: int, prior: np.ndarray) -> np.ndarray:
     return (n * own + SHRINK * prior) / (n + SHRINK)
 
 
-def fit_source(pairs: list[tuple[int, int, bool]], top_n: int, k_final: int | None) -> tuple[dict, dict]:
+def fit_source(pairs: list[tuple[int, int, bool, int]], top_n: int, k_final: int | None) -> tuple[dict, dict]:
     """HitCurve spec {"c", "r", "table"} for one (temperature, C, source) and its fit info.
 
-    Table rows 0..K-1 come from rejection outcomes (each shrunk toward their pooled table); row K, when all
-    runs of the group share K, from all-accepted outcomes. HitCurve has no separate all-accepted entry, so
-    the row at K would be wrong for configs with a larger K: calibrate at the largest K you will plan for.
-    The power law is fitted to all outcomes pooled.
+    Table rows 0..K-1 come from rejection outcomes (each shrunk toward their pooled table); row k_final (the
+    largest SSD K of the group) from the all-accepted outcomes of runs at that K. HitCurve has no separate
+    all-accepted entry, so that row is wrong for configs with a larger K, and configs with a smaller K read
+    a rejection row at their K (pessimistic): calibrate at the largest K you will plan for. The power law is
+    fitted to all outcomes pooled.
     """
     pooled = hit_table(pairs, top_n)
     rej = [p for p in pairs if not p[2]]
-    fin = [p for p in pairs if p[2]]
+    fin = [p for p in pairs if p[2] and p[3] == k_final]
     pooled_rej = hit_table(rej, top_n) if rej else pooled
     last = max((p[0] for p in rej), default=0)
     if k_final is not None and fin:
@@ -115,8 +116,7 @@ def fit_hits(runs: list[RunRounds]) -> tuple[HitCurve, dict]:
                 continue
             ranks = [p[1] for ps in pairs.values() for p in ps]
             top_n = min((r.top_n for r in rs if r.top_n), default=max(DEFAULT_TOP_N, max(ranks) + 1))
-            ks = {r.k for r in rs if r.mode == "ssd"}
-            k_final = ks.pop() if len(ks) == 1 else None
+            k_final = max((r.k for r in rs if r.mode == "ssd"), default=None)
             fitted[c] = {src: fit_source(ps, top_n, k_final) for src, ps in pairs.items() if ps}
         if not fitted:
             continue

@@ -213,7 +213,7 @@ def test_executor_overheads_and_effective_link_from_ssd_rounds():
     assert bare.link_s == pytest.approx(1e-4, rel=0.02)
 
 
-def test_all_accepted_outcomes_get_their_own_row_only_at_a_common_k():
+def test_all_accepted_outcomes_get_their_own_row_at_the_largest_k():
     def run(k, n=400):
         rows = [{"accepted": [i % (k + 1)], "from_backup": [False],
                  "bonus_rank": [0 if i % (k + 1) == k else 3]} for i in range(n)]
@@ -222,7 +222,7 @@ def test_all_accepted_outcomes_get_their_own_row_only_at_a_common_k():
     p = fit(grid(), run(3))
     assert p.hits.hit(1, position=3) > 0.95  # all accepted: the draft's top token
     assert p.hits.hit(1, position=1) < 0.05 and p.hits.hit(4, position=1) > 0.95  # after a rejection: rank 3
-    q = fit(grid(), run(3), run(5))  # K differs: index 3 is a rejection position for K = 5, no final row
-    assert q.hits.hit(1, position=3) < 0.05
+    q = fit(grid(), run(3), run(5))  # K differs: index 3 is a rejection position for K = 5; final row at 5
+    assert q.hits.hit(1, position=3) < 0.05 and q.hits.hit(1, position=5) > 0.95
     info = q.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]
-    assert info["k_final"] is None and info["final_n"] > 0 and info["final_hit"][1] == 1.0
+    assert info["k_final"] == 5 and info["final_n"] == 400 // 6 and info["final_hit"][1] == 1.0

@@ -19,6 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("-o", "--out", default="profile.json", metavar="FILE", help="profile JSON to write (default profile.json)")
     p.add_argument("--name", help="profile name (default fit-<host>)")
     p.add_argument("--base", metavar="NAME|PATH", help="profile supplying parts the measurements lack")
+    p.add_argument("--mode", choices=("ssd", "sd", "ar"),
+                   help="calibrate executor costs (and acceptance) on the runs of this mode (default: all runs)")
+    p.add_argument("--temperature", type=float, help="calibrate executor costs on the runs nearest this temperature")
+    p.add_argument("--bare", action="store_true", help="microbenchmark latencies only, no executor calibration")
     p.add_argument("--json", action="store_true", help="print the fitted profile as JSON")
     return p
 
@@ -36,7 +40,8 @@ def main(args: argparse.Namespace) -> int:
         except ConfigError as e:
             raise ConfigError(f"measurements {e.field}", e.problem, e.allowed) from None
     base = load_profile(args.base) if args.base else None
-    profile = fit(*meas, name=args.name, base=base)
+    profile = fit(*meas, name=args.name, base=base, executor=not args.bare, mode=args.mode,
+                  temperature=args.temperature)
     profile.to_json(args.out)
     if args.json:
         print_json(profile.to_dict())
