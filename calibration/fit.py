@@ -206,8 +206,10 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
             raise ConfigError(f"measurements[{i}]", f"expected Measurements, got {type(m).__name__}", "Measurements")
     metas = [m.meta for m in measurements]
     rows = [r for m in measurements for r in m.latency]
-    prov: dict = {"date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                  "machine": _first(metas, "machine") or machine_info(), "device": _first(metas, "device"),
+    machines = [m["machine"] for m in metas if m.get("machine")]
+    prov: dict = {"source": "measured", "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                  "machine": next((m for m in machines if isinstance(m, dict)), machines[0] if machines else
+                                  machine_info()), "device": _first(metas, "device"),
                   "models": {"target": _first(metas, "target"), "draft": _first(metas, "draft")},
                   "git_commit": git_commit(), "fitted_by": "calibration.fit"}
     models = {}
