@@ -7,10 +7,10 @@ a correct sampler must give p > 1e-3 (fixed seeds, so each run is deterministic)
 p < 1e-3.
 Sample sizes and power: reference N = 1500 (m = 2), engines N = 3000 (m = 3). The broken verifier
 (q = the draft's plain softmax while the draft really samples from sigma_{F,C}, i.e. it ignores C)
-shifts the joint so much that these seeds give p = 7e-44 (reference) and 6e-81 (SD engine): a
+shifts the joint so much that these seeds give p = 7e-44 (reference) and 4e-95 (SD engine): a
 chi-square statistic of several hundred against a 1e-3 critical value of ~60 (about 30 pooled cells),
-i.e. power > 0.999 at these sizes. Correct samplers gave p = 0.025 (reference SSD), 0.013 (SD engine),
-0.50 (SSD engine) here, and 0.03-0.96 over three more seeds at N = 4000 for both engines.
+i.e. power > 0.999 at these sizes. Correct samplers gave p = 0.025 (reference SSD), 0.015 (SD engine),
+0.57 (SSD engine) here, and 0.03-0.91 over three more seeds at N = 4000 for both engines.
 Speed: the reference (memoized full forwards) runs SSD over a 1-token lookahead; the real SD engine
 and the real SSD engine (draft process) run N identical prompts as one batch, N independent samples.
 """
