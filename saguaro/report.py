@@ -15,7 +15,8 @@ from calibration.errors import ConfigError
 from calibration.jsonio import dump_json, load_json, write_atomic
 
 METRICS = (("tokens_per_s", "tokens/s"), ("hit_rate", "hit rate"), ("tokens_per_round", "tokens/round"))
-_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
 REPORT_JSON = "autotune.json"
 
 
