@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_exec.py --out out/bench_exec.json
 
+Each cell runs --repeats times and keeps the fastest (the machine is shared; all values are in the JSON).
 Prints a table and writes JSON (per config: tokens/s, speed-ups, tokens per round, hit rate,
 verifier wait share, and SSD's zero-drafting-cost ceiling = tokens / measured verification time).
 Targets checked at batch 1, T = 0: SSD >= 1.25x SD, SSD >= 2x AR, SSD >= 85% of its ceiling.
@@ -59,12 +60,14 @@ def bench(args: argparse.Namespace) -> dict:
                 if args.warmup:
                     run(RunConfig(spec=spec, prompts=prompts[:batch], max_new_tokens=8, device=args.device,
                                   threads=args.threads))
-                rep = run(cfg)
+                reps = [run(cfg) for _ in range(args.repeats)]   # shared machine: keep the least disturbed
+                rep = max(reps, key=lambda x: x.tokens_per_s)
                 if mode == "ssd" and batch == 1 and temp == 0.0 and args.trace:
                     rep.chrome_trace(args.trace)
                 s = rep.summary()
                 s.update(batch=batch, temperature=temp, k=spec.k, fanout=rep.measurements.meta["fanout"],
-                         backup=rep.measurements.meta["backup_resolved"], phase_ms=_phases(rep))
+                         backup=rep.measurements.meta["backup_resolved"], phase_ms=_phases(rep),
+                         tokens_per_s_all=[x.tokens_per_s for x in reps])
                 rows.append(s)
                 print(f"  batch {batch} T={temp} {mode}: {s['tokens_per_s']:.1f} tok/s", flush=True)
     for r in rows:
@@ -79,7 +82,7 @@ def bench(args: argparse.Namespace) -> dict:
         "ssd_of_ceiling>=0.85": (key["of_ceiling"] or 0) >= 0.85}
     return {"meta": {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": platform.node(),
                      "cpus": os.cpu_count(), "device": args.device, "command": " ".join(sys.argv),
-                     "max_new_tokens": args.max_new, "prompts": len(prompts)},
+                     "max_new_tokens": args.max_new, "prompts": len(prompts), "repeats": args.repeats},
             "rows": rows, "targets": targets}
 
 
@@ -121,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="runs per cell; the fastest is reported")
     p.add_argument("--trace", default="", help="write the batch-1, T=0 SSD run's Chrome trace here")
     p.add_argument("--no-warmup", dest="warmup", action="store_false")
     args = p.parse_args(argv)
