@@ -27,9 +27,11 @@ from saguaro_sim import SpecConfig, Workload  # noqa: E402
 
 S = SpecConfig
 CALIBRATION = [  # what the fit sees: acceptance/hits at both temperatures, C < 1, fast backup, SD and AR steps.
-    # SSD runs share K = 6, the largest K tested: the hit table's row at K then holds all-accepted outcomes
+    # the largest SSD K is 6, the largest K tested: the hit table's row at 6 holds all-accepted outcomes
     S(mode="ssd", k=6, budget=24, temperature=0.0),
     S(mode="ssd", k=6, budget=24, temperature=0.7),
+    S(mode="ssd", k=2, budget=6, temperature=0.0),  # a small tree too: executor costs at a second width
+    S(mode="ssd", k=2, budget=6, temperature=0.7),
     S(mode="ssd", k=6, budget=24, temperature=0.7, sampler_c=0.5),
     S(mode="ssd", k=6, budget=24, temperature=0.7, backup="fast", batch_size=2),
     S(mode="sd", k=4, temperature=0.0),
@@ -118,34 +120,41 @@ def _load(save: Path, pattern: str) -> list[Measurements]:
 
 
 def evaluate(args: argparse.Namespace, save: Path) -> dict:
-    """Fit on the saved calibration runs, predict every saved test config, compare; print and return."""
+    """Fit on the saved calibration runs, predict every saved test config, compare; print and return.
+
+    Paired by pass (default): each pass's tests are predicted from that pass's calibration runs, so slow load
+    drift on a shared machine affects both sides; predictions and measurements are then averaged over passes.
+    """
     _, workload = _workload(args)
     grid = Measurements.from_json(save / "grid.json")
-    calib = _load(save, "calib_*")
-    profile = fit(grid, *calib, name="fidelity-calibration", executor=not args.bare)
-    kinds: dict[tuple, object] = {}  # executor costs calibrated on the calibration runs most like the config
+    n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
+    calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
+    if args.pooled:
+        calib_sets = [[m for c in calib_sets for m in c]] * n_pass
+    cache: dict[tuple, object] = {}
 
-    def profile_for(spec: SpecConfig):
-        if args.single or args.bare:
-            return profile
-        key = (spec.mode, spec.temperature)
-        if key not in kinds:
-            kinds[key] = fit(grid, *calib, name=f"fidelity-{spec.mode}-T{spec.temperature}", mode=spec.mode,
-                             temperature=spec.temperature)
-        return kinds[key]
+    def profile_for(spec: SpecConfig, i: int):
+        key = (i, None, None) if args.single or args.bare else (i, spec.mode, spec.temperature)
+        if key not in cache:
+            cache[key] = fit(grid, *calib_sets[i], name="fidelity-calibration", executor=not args.bare,
+                             mode=key[1], temperature=key[2])
+        return cache[key]
 
     rows = []
     for name, _ in TESTS:
-        runs = _load(save, f"test_{_slug(name)}_p*")
+        runs = [Measurements.from_json(save / f"test_{_slug(name)}_p{i}.json") for i in range(n_pass)]
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
-        pred, _ = predicted(profile_for(spec), spec, workload, seed=0)
+        preds = [predicted(profile_for(spec, i), spec, workload, seed=0)[0] for i in range(n_pass)]
         ms = [measured(m) for m in runs]
-        meas = {k: float(np.mean([m[k] for m in ms])) if ms[0][k] is not None else None for k in ms[0]}
+        avg = lambda ds: {k: float(np.mean([d[k] for d in ds])) if ds[0][k] is not None else None  # noqa: E731
+                          for k in ds[0]}
+        pred, meas = avg(preds), avg(ms)
         rates = [m["tokens_per_s"] for m in ms]
         spread = (max(rates) - min(rates)) / meas["tokens_per_s"]
         err = (pred["tokens_per_s"] - meas["tokens_per_s"]) / meas["tokens_per_s"]
         rows.append({"name": name, "spec": spec.to_dict(), "predicted": pred, "measured": meas, "rel_error": err,
-                     "passes": rates, "run_to_run_spread": spread})
+                     "passes": rates, "predicted_passes": [p["tokens_per_s"] for p in preds],
+                     "run_to_run_spread": spread})
         hp = "-" if pred["hit_rate"] is None else f"{pred['hit_rate']:.2f}"
         hm = "-" if meas["hit_rate"] is None else f"{meas['hit_rate']:.2f}"
         print(f"{name:24s} pred {pred['tokens_per_s']:7.1f} meas {meas['tokens_per_s']:7.1f} err {100 * err:+6.1f}%"
@@ -164,9 +173,10 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                "optimizer_gap": choice_meas / max(choice_meas, top["measured"]["tokens_per_s"]) - 1,
                "median_run_to_run_spread": float(np.median([r["run_to_run_spread"] for r in rows])),
                "executor_calibration": "none" if args.bare else "all runs" if args.single else "per mode and T",
+               "calibration_pairing": "pooled" if args.pooled else "per pass",
                **json.loads((save / "collect.json").read_text())}
     print(json.dumps(summary, indent=1))
-    return {"summary": summary, "rows": rows, "profile": profile.to_dict()}
+    return {"summary": summary, "rows": rows, "profiles": {str(k): p.to_dict() for k, p in cache.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", default="fidelity-runs", help="folder for the runs' Measurements (default fidelity-runs)")
     ap.add_argument("--replay", action="store_true", help="evaluate the runs saved in --save without running")
     ap.add_argument("--bare", action="store_true", help="fit without executor calibration (microbenchmarks only)")
+    ap.add_argument("--pooled", action="store_true", help="fit on every pass's calibration runs (not paired by pass)")
     ap.add_argument("--single", action="store_true",
                     help="one profile for every config (default: executor costs calibrated per mode and temperature)")
     ap.add_argument("--out", help="write every number as JSON here")

@@ -102,7 +102,7 @@ def _getter(row: dict):
 def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float, float]]]:
     """Effective forward times in real runs, (batch, new_tokens, context, s), in the simulator's time model:
     verification = target(b, K+1); AR step = target(b, 1); SD draft step = draft(b, 1) (round - verify) / K;
-    SSD glue = draft(b, K+1); SSD tree step = draft(b, ceil(budget/devices)) ((tree + fork) / K)."""
+    SSD glue = draft(b, K+1); SSD tree step = draft(b, ceil(budget/devices)) ((tree + fork + reply) / K)."""
     out: dict[str, list] = {"target": [], "draft": []}
     for run in runs:
         k = run.k
@@ -118,24 +118,42 @@ def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float
             if run.mode == "ssd":
                 if g("glue_s") > 0:
                     out["draft"].append((b, k + 1, c, g("glue_s")))
-                if g("tree_s") > 0 and width > 0:
-                    out["draft"].append((b, width, c, (g("tree_s") + g("fork_s")) / k))
+                if g("tree_s") > 0 and width > 0:  # the reply (cache lookup) follows every build: count it there
+                    reply = max(0.0, g("draft_reply_s") - g("backup_s"))
+                    out["draft"].append((b, width, c, (g("tree_s") + g("fork_s") + reply) / k))
                 if g("backup_s") > 0 and run.backup == "neural":
                     out["draft"].append((b, 1, c, g("backup_s") / k))
     return out
 
 
 def effective_link_s(runs: list[RunRounds]) -> tuple[float | None, dict]:
-    """One-way message time that makes the SSD round time of the model match real SSD rounds:
-    round = max(2 m + verify, build) (+ backup), so m = (round - backup - verify) / 2 (mean over rounds)."""
-    ms = [((r["t1"] - r["t0"]) - float(r.get("backup_s") or 0) - float(r["verify_s"])) / 2
-          for run in runs if run.mode == "ssd" for r in _steady(run)
-          if r.get("verify_s") and r.get("t1") is not None and r.get("t0") is not None]
-    if not ms:
+    """One-way message time m that makes the model's SSD round match real SSD rounds on average:
+    mean(max(verify + 2 m, build + reply)) + mean(backup) = mean(round), solved for m >= 0 by bisection
+    with each round's measured phases (time beyond both paths is what the link and scheduling cost)."""
+    obs = []
+    for run in runs:
+        if run.mode != "ssd":
+            continue
+        for r in _steady(run):
+            if r.get("verify_s") and r.get("t1") is not None and r.get("t0") is not None:
+                g = _getter(r)
+                build = g("glue_s") + g("fork_s") + g("tree_s") + max(0.0, g("draft_reply_s") - g("backup_s"))
+                obs.append((g("t1") - g("t0"), g("verify_s"), build, g("backup_s")))
+    if not obs:
         return None, {"n": 0}
-    m = max(0.0, float(np.mean(ms)))
-    return m, {"n": len(ms), "one_way_s": m, "p10_s": float(np.percentile(ms, 10)),
-               "p90_s": float(np.percentile(ms, 90))}
+    t, v, build, bk = (np.asarray(x) for x in zip(*obs))
+    goal = float(t.mean())
+
+    def period(m: float) -> float:
+        return float(np.maximum(v + 2 * m, build).mean() + bk.mean())
+
+    lo, hi = 0.0, goal
+    if period(lo) < goal:
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if period(mid) < goal else (lo, mid)
+    return lo, {"n": len(obs), "one_way_s": lo, "mean_round_s": goal, "mean_verify_s": float(v.mean()),
+                "mean_build_s": float(build.mean()), "build_bound_share": float(np.mean(build > v + 2 * lo))}
 
 
 def _fast_backup_s(runs: list[RunRounds]) -> float | None:

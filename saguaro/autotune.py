@@ -168,7 +168,8 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
                             contexts=contexts, link=not quick, threads=threads, repeats=3 if quick else 7,
                             progress=progress)
     calib_specs = [SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_budget"], temperature=temperature,
-                              batch_size=batch_size),
+                              batch_size=batch_size),  # the largest K planned for (see calibration.fit_hits)
+                   SpecConfig(mode="ssd", k=2, budget=6, temperature=temperature, batch_size=batch_size),
                    SpecConfig(mode="sd", k=cfg["calib_k"] // 2, temperature=temperature, batch_size=batch_size),
                    SpecConfig(mode="ar", k=0, temperature=temperature, batch_size=batch_size)]
     with stage("calibration runs"):
@@ -230,8 +231,8 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
             profiles[mode].to_json(d / f"profile_{mode}.json")
             refits[mode].to_json(d / f"profile_refit_{mode}.json")
         grid.to_json(d / "measurements" / "grid.json")
-        for c, m in zip(calib_specs, calib):
-            m.to_json(d / "measurements" / f"calibration_{c.mode}.json")
+        for i, (c, m) in enumerate(zip(calib_specs, calib)):
+            m.to_json(d / "measurements" / f"calibration_{i}_{c.mode}.json")
         for name, rep in reports.items():
             rep.measurements.to_json(d / "measurements" / f"{name.split()[0].lower()}_run.json")
         reports[SSD].chrome_trace(d / "trace_real_ssd.json")

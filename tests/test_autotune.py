@@ -29,8 +29,8 @@ def test_report_files_and_numbers(quick_report):
     for name in ("report.md", "autotune.json", "recommended.toml", "profile.json", "profile_refit.json",
                  "pred_vs_meas.png", "pred_vs_meas.json", "hit_vs_fanout.png", "timelines.png",
                  "trace_real_ssd.json", "trace_sim_ssd.json", "measurements/grid.json",
-                 "measurements/calibration_ssd.json", "measurements/calibration_sd.json",
-                 "measurements/calibration_ar.json", "profile_sd.json", "profile_refit_ar.json", "measurements/ssd_run.json", "measurements/sd_run.json",
+                 "measurements/calibration_0_ssd.json", "measurements/calibration_1_ssd.json",
+                 "measurements/calibration_2_sd.json", "measurements/calibration_3_ar.json", "profile_sd.json", "profile_refit_ar.json", "measurements/ssd_run.json", "measurements/sd_run.json",
                  "measurements/ar_run.json"):
         assert (out / name).is_file(), name
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # staged folder renamed, no leftovers
@@ -57,9 +57,9 @@ def test_report_files_and_numbers(quick_report):
     assert f"{ssd_meas:.1f}" in md and "```toml" in md and doc["recommended_toml"].strip() in md
     # the refit profile saw the calibration run and the three real runs
     refit = Profile.from_json(out / "profile_refit.json")
-    assert refit.provenance["samples"]["runs"] == 6 and rep.refit.provenance["samples"]["runs"] == 6
+    assert refit.provenance["samples"]["runs"] == 7 and rep.refit.provenance["samples"]["runs"] == 7
     first = Profile.from_json(out / "profile.json")
-    assert first.provenance["samples"]["runs"] == 3 and first.provenance["executor_runs"]["used"] == ["ssd@T=0.0"]
+    assert first.provenance["samples"]["runs"] == 4 and first.provenance["executor_runs"]["used"] == ["ssd@T=0.0"]
     assert Profile.from_json(out / "profile_sd.json").provenance["executor_runs"]["used"] == ["sd@T=0.0"]
     pts = json.loads((out / "pred_vs_meas.json").read_text())["points"]
     assert len(pts) == 6 and {p["kind"] for p in pts} == {"fit", "refit"}
