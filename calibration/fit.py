@@ -14,11 +14,11 @@ from scipy.optimize import lsq_linear
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance
 from calibration.fit_hits import fit_hits
-from calibration.fit_latency import fit_latency, fit_overhead, with_overhead
+from calibration.fit_latency import effective_link_s, executor_rows, fit_latency, fit_overhead, with_overhead
 from calibration.measurements import Measurements
 from calibration.profile import Profile
 
-__all__ = ["fit", "fit_link", "run_of", "machine_info", "git_commit"]
+__all__ = ["fit", "fit_link", "git_commit", "machine_info", "prefer_mode", "run_of", "runs_like"]
 
 
 def machine_info() -> dict:
@@ -77,83 +77,6 @@ def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
     pred = icpt + slope * b
     info = {"n": len(rows), "form": "latency+bandwidth", "mape": float(np.mean(np.abs(pred - rt) / rt))}
     return float(icpt / 2), float(2.0 / slope) if slope > 1e-15 else 0.0, info
-
-
-def _steady(run: RunRounds) -> list[dict]:
-    """Rounds after each batch's first one (that one holds the prefill or the first speculation)."""
-    seen, out = set(), []
-    for row in run.rounds:
-        b = row.get("batch_index", 0)
-        if b in seen:
-            out.append(row)
-        seen.add(b)
-    return out
-
-
-def _ctx(row: dict) -> float:
-    c = row.get("context", 0)
-    return float(np.mean(c)) if isinstance(c, list | tuple) and c else float(c or 0)
-
-
-def _getter(row: dict):
-    return lambda key: float(row.get(key) or 0.0)
-
-
-def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float, float]]]:
-    """Effective forward times in real runs, (batch, new_tokens, context, s), in the simulator's time model:
-    verification = target(b, K+1); AR step = target(b, 1); SD draft step = draft(b, 1) (round - verify) / K;
-    SSD glue = draft(b, K+1); SSD tree step = draft(b, ceil(budget/devices)) ((tree + fork + reply) / K)."""
-    out: dict[str, list] = {"target": [], "draft": []}
-    for run in runs:
-        k = run.k
-        width = -(-(run.budget or 0) // max(1, run.draft_devices))
-        for row in _steady(run):
-            b, c = int(row.get("batch", 1)), _ctx(row)
-            g = _getter(row)
-            if g("verify_s") > 0:
-                out["target"].append((b, 1 if run.mode == "ar" else k + 1, c, g("verify_s")))
-            span = g("t1") - g("t0")
-            if run.mode == "sd" and span > g("verify_s") > 0:  # drafting + catching up = all but verification
-                out["draft"].append((b, 1, c, (span - g("verify_s")) / k))
-            if run.mode == "ssd":
-                if g("glue_s") > 0:
-                    out["draft"].append((b, k + 1, c, g("glue_s")))
-                if g("tree_s") > 0 and width > 0:  # the reply (cache lookup) follows every build: count it there
-                    reply = max(0.0, g("draft_reply_s") - g("backup_s"))
-                    out["draft"].append((b, width, c, (g("tree_s") + g("fork_s") + reply) / k))
-                if g("backup_s") > 0 and run.backup == "neural":
-                    out["draft"].append((b, 1, c, g("backup_s") / k))
-    return out
-
-
-def effective_link_s(runs: list[RunRounds]) -> tuple[float | None, dict]:
-    """One-way message time m that makes the model's SSD round match real SSD rounds on average:
-    mean(max(verify + 2 m, build + reply)) + mean(backup) = mean(round), solved for m >= 0 by bisection
-    with each round's measured phases (time beyond both paths is what the link and scheduling cost)."""
-    obs = []
-    for run in runs:
-        if run.mode != "ssd":
-            continue
-        for r in _steady(run):
-            if r.get("verify_s") and r.get("t1") is not None and r.get("t0") is not None:
-                g = _getter(r)
-                build = g("glue_s") + g("fork_s") + g("tree_s") + max(0.0, g("draft_reply_s") - g("backup_s"))
-                obs.append((g("t1") - g("t0"), g("verify_s"), build, g("backup_s")))
-    if not obs:
-        return None, {"n": 0}
-    t, v, build, bk = (np.asarray(x) for x in zip(*obs))
-    goal = float(t.mean())
-
-    def period(m: float) -> float:
-        return float(np.maximum(v + 2 * m, build).mean() + bk.mean())
-
-    lo, hi = 0.0, goal
-    if period(lo) < goal:
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if period(mid) < goal else (lo, mid)
-    return lo, {"n": len(obs), "one_way_s": lo, "mean_round_s": goal, "mean_verify_s": float(v.mean()),
-                "mean_build_s": float(build.mean()), "build_bound_share": float(np.mean(build > v + 2 * lo))}
 
 
 def _fast_backup_s(runs: list[RunRounds]) -> float | None:
