@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from .draft_worker import DraftWorker, WorkerSpec
+from .faults import apply_fault, parse_fault
 from .messages import reply_tensor, unpack_outcome
 from .sampling import make_generator
 
@@ -36,6 +37,7 @@ class DraftArgs:
     t_start: float
     threads: int
     timeout_s: float
+    fault: str | None = None       # test-only fault injection (faults.parse_fault)
 
 
 def load_source(source: object, device: str, dtype: str):
@@ -64,10 +66,12 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
         pg = connect(port, 1, args.timeout_s)
         model = load_source(args.source, args.device, args.dtype)
         pg.send([torch.ones(1)], 0, TAG).wait()                      # ready
+        fault, n_sent, vocab = parse_fault(args.fault), 0, model.config.vocab_size
         for bi, prompts in enumerate(args.batches):
             gen = make_generator(args.seed + 7919 * (bi + 1), args.device)
             worker = DraftWorker(model, prompts, args.ws, gen, args.t_start)
-            pending = _send(pg, worker.start())
+            pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
+            n_sent += 1
             outcome = torch.zeros(len(prompts), 4, dtype=torch.long)
             while True:
                 worker.build()                       # overlaps the verifier's verification
@@ -75,7 +79,8 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
                     work.wait()                      # progresses, so never block on it before building
                 pg.recv([outcome], 0, TAG).wait()
                 acc, bonus, done, stop = unpack_outcome(outcome)
-                pending = _send(pg, worker.answer(acc, bonus, done))
+                pending = _send(pg, apply_fault(fault, n_sent, worker.answer(acc, bonus, done), vocab))
+                n_sent += 1
                 if stop:
                     for work, _ in pending:
                         work.wait()

@@ -16,19 +16,31 @@ import torch.distributed as dist
 
 from .draft_process import TAG, DraftArgs, connect, load_source
 from .draft_worker import DraftWorker, Reply
+from .faults import DraftFault, RunError
 from .messages import outcome_tensor, reply_width, unpack_reply
 from .sampling import make_generator
+from .wire_check import check_reply_head, check_reply_q
 
 
-class DraftProcessError(RuntimeError):
+class DraftProcessError(RunError):
     """The draft process failed; the message carries its traceback."""
 
 
-class ProcessLink:
-    """Spawns the draft process, joins it in a two-rank gloo group on a free port, always cleans up."""
+def _nonempty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
 
-    def __init__(self, args: DraftArgs, vocab: int) -> None:
-        self.args, self.vocab = args, vocab
+
+class ProcessLink:
+    """Spawns the draft process, joins it in a two-rank gloo group on a free port, always cleans up.
+    With ``reply_timeout_s``, a reply that does not arrive in time, a dead draft or a malformed reply
+    raises ``DraftFault`` (the caller falls back); otherwise failures raise ``DraftProcessError``."""
+
+    def __init__(self, args: DraftArgs, vocab: int, reply_timeout_s: float | None = None) -> None:
+        self.args, self.vocab, self.reply_timeout_s = args, vocab, reply_timeout_s
+        self._deadline: float | None = None
         self.proc: subprocess.Popen | None = None
         self.pg = None
         self._batch = 0
@@ -72,12 +84,21 @@ class ProcessLink:
 
     def _recv(self, t: torch.Tensor) -> torch.Tensor:
         try:
-            self.pg.recv([t], 1, TAG).wait()
+            self._wait(self.pg.recv([t], 1, TAG))
         except RuntimeError as e:
             raise self._failure(e) from None
         return t
 
-    def _failure(self, e: BaseException) -> DraftProcessError:
+    def _wait(self, work) -> None:
+        """Wait for a send/recv, up to the current reply deadline when one is set."""
+        if self._deadline is None:
+            work.wait()
+        else:
+            work.wait(timedelta(seconds=max(0.001, self._deadline - time.monotonic())))
+
+    def _failure(self, e: BaseException) -> DraftProcessError | DraftFault:
+        if self._deadline is not None:
+            return self._fault(e)
         tb = ""
         if self.proc is not None:
             try:
@@ -89,22 +110,57 @@ class ProcessLink:
                     tb = f.read()
         return DraftProcessError(f"draft process failed ({e}).\n{tb}".rstrip())
 
+    def _fault(self, e: BaseException) -> DraftFault:
+        """Classify a failed wait for a reply: the draft died (with its traceback if it raised), timed out,
+        or the link broke."""
+        waited = time.monotonic() - self._wait_start
+        p = self.proc
+        if p is not None and "Timed out" not in str(e):   # a closed connection: is the process going away?
+            end = time.monotonic() + 3.0
+            while p.poll() is None and time.monotonic() < end and not _nonempty(self._err_file):
+                time.sleep(0.01)
+        if p is not None and (p.poll() is not None or _nonempty(self._err_file)):
+            tb = ""
+            if _nonempty(self._err_file):
+                time.sleep(0.05)                        # the traceback is written in one go, then exit
+                with open(self._err_file) as f:
+                    tb = f.read().strip()
+            code = p.poll()
+            how = "raised" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            return DraftFault("error" if tb else "died", f"{how}. {tb}".strip(), waited)
+        if "Timed out" in str(e):
+            return DraftFault("timeout", f"no reply within {self.reply_timeout_s} s", waited)
+        return DraftFault("error", f"link failed ({e})", waited)
+
     def start(self, bsz: int) -> Reply:
         """First speculation of the next batch."""
         self._bsz = bsz
+        self._live = torch.ones(bsz, dtype=torch.bool)
+        self._arm()
         return self._recv_reply()
+
+    def _arm(self) -> None:
+        self._wait_start = time.monotonic()
+        if self.reply_timeout_s is not None:
+            self._deadline = self._wait_start + self.reply_timeout_s
 
     def _recv_reply(self) -> Reply:
         k = self.args.ws.k
         head = self._recv(torch.zeros(self._bsz + 1, reply_width(k), dtype=torch.float64))
+        if self.reply_timeout_s is not None:
+            check_reply_head(head, k, self.vocab, self._live)
         q = None
         if self.args.ws.temperature > 0:
             q = self._recv(torch.zeros(self._bsz, k, self.vocab, dtype=torch.float32))
-        return unpack_reply(head, k, q)
+        reply = unpack_reply(head, k, q)
+        if q is not None and self.reply_timeout_s is not None:
+            check_reply_q(q, reply.tokens, self._live)
+        return reply
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
         """Send the outcome key (k, bonus) of every sequence (+ done/stop flags)."""
         self._out = outcome_tensor(acc, bonus, done, stop)             # kept alive until sent
+        self._live = ~torch.tensor(done, dtype=torch.bool)
         try:
             self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
         except RuntimeError as e:
@@ -112,9 +168,10 @@ class ProcessLink:
 
     def recv(self) -> Reply:
         """The next speculation (and hit flags / ranks for the last outcome)."""
+        self._arm()
         if self._sending is not None:
             try:
-                self._sending.wait()
+                self._wait(self._sending)
             except RuntimeError as e:
                 raise self._failure(e) from None
             self._sending = None
@@ -132,10 +189,19 @@ class ProcessLink:
                 except subprocess.TimeoutExpired:
                     continue
         self.pg = None
+        self._sending = None
         self._store = None
         if getattr(self, "_tmp", None):
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+    def abort(self) -> None:
+        """After a fault: kill the draft process at once (no grace period), then clean up."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close()
 
 
 class InlineLink:
@@ -168,4 +234,7 @@ class InlineLink:
         return self.worker.answer(*self._outcome)
 
     def close(self) -> None:
+        return None
+
+    def abort(self) -> None:
         return None

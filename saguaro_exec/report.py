@@ -27,6 +27,7 @@ class RunReport:
     wall_s: float
     measurements: Measurements
     events: list[dict] = field(default_factory=list, repr=False)
+    faults: list[dict] = field(default_factory=list)    # draft faults survived (faults.FaultRecord dicts)
 
     def summary(self) -> dict:
         """The headline numbers as a flat dict (no per-round data)."""
@@ -34,7 +35,7 @@ class RunReport:
                 self.mean_tokens_per_round, "acceptance_per_position": self.acceptance_per_position,
                 "hit_rate": self.hit_rate, "wait_share": self.wait_share,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "wall_s": self.wall_s,
-                "tokens": sum(len(t) for t in self.token_ids)}
+                "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults}
 
     def to_dict(self) -> dict:
         return {**self.summary(), "tokens_per_s_per_seq": self.tokens_per_s_per_seq, "texts": self.texts,

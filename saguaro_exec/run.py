@@ -5,7 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import signal
+import threading
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -15,7 +18,9 @@ from calibration.measurements import Measurements
 from .ar import run_ar
 from .draft_process import DraftArgs, load_source
 from .draft_worker import WorkerSpec
-from .link import InlineLink, ProcessLink
+from .fallback import Fallback
+from .faults import DraftFault, RunError
+from .link import DraftProcessError, InlineLink, ProcessLink
 from .report import RunReport, summarize
 from .rounds import BatchResult
 from .runconfig import RunConfig
@@ -63,8 +68,34 @@ def resolve_backup(backup: str, batch_size: int, b_star: float) -> str:
     return "neural" if batch_size <= b_star else "fast"
 
 
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt during a run (main thread, default handler only), so the draft
+    process and temp files are cleaned up as on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run(config: RunConfig) -> RunReport:
-    """Run ``config.spec`` for real on the prompts; returns the measured RunReport."""
+    """Run ``config.spec`` for real on the prompts; returns the measured RunReport. A draft-process fault
+    in SSD is survived in-process (``config.fallback``) and recorded in ``report.faults``; any other
+    failure raises RunError (or DraftProcessError) whose ``partial`` holds the batches that completed."""
+    with _sigterm_as_interrupt():
+        return _run(config)
+
+
+def _run(config: RunConfig) -> RunReport:
     spec = config.spec
     ddev = config.resolved_draft_device
     _check_devices(config.device, ddev)
@@ -83,6 +114,16 @@ def run(config: RunConfig) -> RunReport:
     t_start = time.perf_counter()
     results: list[BatchResult] = []
     draft_pid = None
+    fb = Fallback(config.fallback, lambda: load_source(draft_src, ddev, config.dtype), spec.k, primary,
+                  spec.sampler_c, config.max_new_tokens, config.seed, ddev, t_start)
+    meta = {"spec": spec.to_dict(), "mode": spec.mode, "fanout": list(primary), "fanout_miss": list(miss),
+            "backup_resolved": backup if spec.mode == "ssd" else None, "target": _name(target_src),
+            "draft": _name(draft_src) if spec.mode != "ar" else None, "device": config.device,
+            "draft_device": ddev, "dtype": str(dtype), "threads": threads, "seed": config.seed,
+            "max_new_tokens": config.max_new_tokens, "draft_pid": draft_pid,
+            "draft_processes": 1 if spec.mode == "ssd" else 0,   # draft_devices > 1 still runs one
+            "machine": platform.node(),
+            "torch": torch.__version__, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     try:
         if spec.mode == "ar":
             for bi, batch in enumerate(batches):
@@ -101,25 +142,45 @@ def run(config: RunConfig) -> RunReport:
             ws = WorkerSpec(k=spec.k, fanout=primary, fanout_miss=miss, sampler_c=spec.sampler_c, backup=backup,
                             temperature=spec.temperature, max_new=config.max_new_tokens)
             args = DraftArgs(source=draft_src, device=ddev, dtype=config.dtype, batches=batches, ws=ws,
-                             seed=config.seed, t_start=t_start, threads=threads, timeout_s=config.timeout_s)
-            link_cls = InlineLink if config.inline_draft else ProcessLink
-            with link_cls(args, vocab) as link:
-                draft_pid = link.pid
+                             seed=config.seed, t_start=t_start, threads=threads, timeout_s=config.timeout_s,
+                             fault=config.inject_fault)
+            if config.inline_draft:
+                link = InlineLink(args, vocab)
+            else:
+                link = ProcessLink(args, vocab, reply_timeout_s=config.draft_timeout_s)
+            with link:
+                meta["draft_pid"] = link.pid
                 for bi, batch in enumerate(batches):
+                    if fb.faults:                       # the draft process is gone: the rest in-process
+                        results.append(_fallback_batch(fb, target, batch, bi, config, eos))
+                        continue
                     gen = make_generator(config.seed + 104729 * bi, config.device)
+                    on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
                     results.append(run_ssd(target, link, batch, spec.k, config.max_new_tokens, spec.temperature,
-                                           gen, eos, t_start))
+                                           gen, eos, t_start, on_fault=on_fault))
+    except ConfigError:
+        raise
+    except Exception as e:
+        partial = _report(spec.mode, spec.k, results, tok, meta, fb) if results else None
+        cls = DraftProcessError if isinstance(e, DraftProcessError | DraftFault) or fb.faults else RunError
+        what = f"draft fault ({fb.faults[0].detail}), then the in-process {fb.how} fallback failed: " \
+            if fb.faults else ""
+        raise cls(f"{what}{e}\n({len(results)} of {len(batches)} batches complete: see .partial)",
+                  partial, [f.to_dict() for f in fb.faults]) from e
     finally:
         torch.set_num_threads(old_threads)
-    meta = {"spec": spec.to_dict(), "mode": spec.mode, "fanout": list(primary), "fanout_miss": list(miss),
-            "backup_resolved": backup if spec.mode == "ssd" else None, "target": _name(target_src),
-            "draft": _name(draft_src) if spec.mode != "ar" else None, "device": config.device,
-            "draft_device": ddev, "dtype": str(dtype), "threads": threads, "seed": config.seed,
-            "max_new_tokens": config.max_new_tokens, "draft_pid": draft_pid,
-            "draft_processes": 1 if spec.mode == "ssd" else 0,   # draft_devices > 1 still runs one
-            "machine": platform.node(),
-            "torch": torch.__version__, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
-    return _report(spec.mode, spec.k, results, tok, meta)
+    return _report(spec.mode, spec.k, results, tok, meta, fb)
+
+
+def _fallback_batch(fb: Fallback, target, batch: list[list[int]], bi: int, config: RunConfig,
+                    eos: list[int]) -> BatchResult:
+    """A whole batch after a draft fault: SD with the in-process draft, or AR."""
+    spec, gen = config.spec, make_generator(config.seed + 104729 * bi, config.device)
+    if fb.how == "ar":
+        return run_ar(target, batch, config.max_new_tokens, spec.temperature, gen, eos, fb.t_start)
+    gens = (gen, make_generator(config.seed + 7919 * (bi + 1) + 1, fb.device))
+    return run_sd(target, fb.draft(), batch, spec.k, fb.fanout, spec.sampler_c, config.max_new_tokens,
+                  spec.temperature, gens, eos, fb.t_start)
 
 
 def _vocab_of(src: object) -> int:
@@ -136,7 +197,7 @@ def _check_vocab(target_vocab: int, draft_vocab: int) -> None:
                           f"a draft with vocab_size {target_vocab}")
 
 
-def _report(mode: str, k: int, results: list[BatchResult], tok, meta: dict) -> RunReport:
+def _report(mode: str, k: int, results: list[BatchResult], tok, meta: dict, fb: Fallback) -> RunReport:
     tokens = [t for r in results for t in r.tokens]
     per_seq = [s for r in results for s in r.finish_s]
     rounds = []
@@ -147,6 +208,7 @@ def _report(mode: str, k: int, results: list[BatchResult], tok, meta: dict) -> R
     texts = [tok.decode(t) for t in tokens] if tok is not None else [""] * len(tokens)
     totals = {key: v for key, v in s.items() if key != "tokens_per_s_per_seq"}
     totals.update(tokens=sum(len(t) for t in tokens), wall_s=wall, rounds=len(rounds))
-    meas = Measurements(meta=meta, rounds=rounds, totals=totals)
+    faults = [f.to_dict() for f in fb.faults]
+    meas = Measurements(meta={**meta, "faults": faults}, rounds=rounds, totals=totals)
     return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas,
-                     events=[e for r in results for e in r.events], **s)
+                     events=[e for r in results for e in r.events], faults=faults, **s)

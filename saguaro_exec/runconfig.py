@@ -12,6 +12,8 @@ from pathlib import Path
 from calibration.errors import ConfigError, check_choice, check_number
 from saguaro_sim.config import SpecConfig
 
+from .faults import FALLBACKS, parse_fault
+
 DTYPES = ("float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
@@ -49,7 +51,10 @@ def _check_prompts(value: object) -> None:
 class RunConfig:
     """A real run: ``spec`` decides AR/SD/SSD; models default to the shipped tiny pair, prompts to the
     built-in set; prompts run in batches of ``spec.batch_size``. ``threads``: torch intra-op threads per
-    process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap."""
+    process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap.
+    SSD faults: a draft process that dies, sends a malformed reply or does not reply within
+    ``draft_timeout_s`` is killed and the run continues in-process by ``fallback`` ("sd": the draft model
+    loaded here; "ar": the target alone; "none": raise). ``inject_fault`` is test-only (faults.py)."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None
@@ -65,6 +70,9 @@ class RunConfig:
     b_star: float = 2.0
     threads: int | None = None
     inline_draft: bool = False
+    draft_timeout_s: float = 5.0
+    fallback: str = "sd"
+    inject_fault: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, SpecConfig):
@@ -89,6 +97,10 @@ class RunConfig:
             check_number("threads", self.threads, 1, 1024, integer=True)
         if not isinstance(self.inline_draft, bool):
             raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
+        check_number("draft_timeout_s", self.draft_timeout_s, 0.0, 1e7, lo_open=True)
+        check_choice("fallback", self.fallback, FALLBACKS)
+        if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
+            raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
 
     @property
     def resolved_draft_device(self) -> str:

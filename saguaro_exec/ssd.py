@@ -8,6 +8,7 @@ import time
 import torch
 
 from .draft_worker import Reply
+from .faults import DraftFault
 from .model import Transformer
 from .rounds import BatchResult, event, finish_times, new_round
 from .verifier import Verifier
@@ -32,41 +33,49 @@ def _fill_outcome(row: dict, reply: Reply) -> None:
 
 
 def run_ssd(target: Transformer, link, prompts: list[list[int]], k: int, max_new: int, temperature: float,
-            gen: torch.Generator, eos_ids: list[int], t_start: float) -> BatchResult:
-    """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch."""
+            gen: torch.Generator, eos_ids: list[int], t_start: float, on_fault=None) -> BatchResult:
+    """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
+    A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
+    finishes the batch in-process (re-raised when None)."""
     ver = Verifier(target, prompts, k, temperature, gen, max_new, eos_ids)
     now = lambda: time.perf_counter() - t_start  # noqa: E731
     start_s = now()
     ver.prefill()
     rounds: list[dict] = []
     events = [event("prefill", "verifier", start_s, now())]
-    t0 = now()
-    reply = link.start(len(prompts))
-    r, stop = 0, False
-    while True:
-        t1 = now()
-        events += _draft_events(reply, r)
-        if rounds:
-            _fill_outcome(rounds[-1], reply)
-        if stop:
-            break
-        live = [b for b in range(len(prompts)) if not ver.state.done[b]]
-        ctx = [len(ver.state.seqs[b]) for b in live]
-        acc, bonus = ver.verify(reply.tokens, reply.q, r)
-        t2 = now()
-        stop = ver.state.all_done()
-        link.send(acc, bonus, list(ver.state.done), stop)
-        t3 = now()
-        reply_s = reply.times.get("reply", (0.0, 0.0))
-        backup_s = reply.times.get("backup", (0.0, 0.0))
-        rounds.append(new_round(r, t0, t3, live, wait_s=t1 - t0, verify_s=t2 - t1, msg_s=t3 - t2,
-                                draft_reply_s=reply_s[1] - reply_s[0], backup_s=backup_s[1] - backup_s[0],
-                                accepted=[int(acc[b]) for b in live],
-                                from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx))
-        events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
-                   event("send", "verifier", t2, t3, round=r)]
-        t0, r = t3, r + 1
-        reply = link.recv()      # the speculator answers once its cache for this round is built
+    t0, r, stop = now(), 0, False
+    try:
+        reply = link.start(len(prompts))
+        while True:
+            t1 = now()
+            events += _draft_events(reply, r)
+            if rounds:
+                _fill_outcome(rounds[-1], reply)
+            if stop:
+                break
+            live = [b for b in range(len(prompts)) if not ver.state.done[b]]
+            ctx = [len(ver.state.seqs[b]) for b in live]
+            acc, bonus = ver.verify(reply.tokens, reply.q, r)
+            t2 = now()
+            stop = ver.state.all_done()
+            link.send(acc, bonus, list(ver.state.done), stop)
+            t3 = now()
+            reply_s = reply.times.get("reply", (0.0, 0.0))
+            backup_s = reply.times.get("backup", (0.0, 0.0))
+            rounds.append(new_round(r, t0, t3, live, wait_s=t1 - t0, verify_s=t2 - t1, msg_s=t3 - t2,
+                                    draft_reply_s=reply_s[1] - reply_s[0], backup_s=backup_s[1] - backup_s[0],
+                                    accepted=[int(acc[b]) for b in live],
+                                    from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx))
+            events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
+                       event("send", "verifier", t2, t3, round=r)]
+            t0, r = t3, r + 1
+            reply = link.recv()      # the speculator answers once its cache for this round is built
+    except DraftFault as fault:
+        if on_fault is None:
+            raise
+        more_rounds, more_events = on_fault(ver, r, fault)
+        rounds += more_rounds
+        events += more_events
     end = now()
     return BatchResult([ver.state.generated(b) for b in range(len(prompts))], rounds, events, start_s,
                        end - start_s, finish_times(ver.state.finish_round, rounds, start_s))
