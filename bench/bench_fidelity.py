@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from calibration.fit import fit  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
-from saguaro.autotune import measured, pin, predicted, spec_of_row  # noqa: E402
+from saguaro.autotune import by_mode, fit_modes, measured, pin, predicted, spec_of_row  # noqa: E402
 from saguaro_sim import SpecConfig, Workload  # noqa: E402
 
 S = SpecConfig
@@ -99,9 +99,11 @@ def collect(args: argparse.Namespace, save: Path) -> None:
         for name, spec in (specs if i % 2 == 0 else specs[::-1]):
             real(spec, f"test_{_slug(name)}_p{i}")
     profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration")
-    plan = optimize(profile, workload, batch_size=1, temperature=0.0,
-                    constraints=Constraints(k_range=(1, 8), max_budget=64))
-    real(pin(spec_of_row(plan.table[0]), profile, workload), "optimizer_choice")
+    profiles = fit_modes(grid, _load(save, "calib_*"), "fidelity", 0.0)  # as autotune does: per-mode costs
+    predictor, simulator = by_mode(profiles)
+    plan = optimize(profiles["ssd"], workload, batch_size=1, temperature=0.0, predictor=predictor,
+                    simulator=simulator, constraints=Constraints(k_range=(1, 6), max_budget=64))
+    real(pin(spec_of_row(plan.table[0]), profiles["ssd"], workload), "optimizer_choice")
     dump_json(save / "collect.json", {"load_average_start": load0, "load_average_end": os.getloadavg(),
                                       "collect_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
                                       "tokens": args.tokens, "prompts": len(prompts), "threads": args.threads})
@@ -122,14 +124,14 @@ def _load(save: Path, pattern: str) -> list[Measurements]:
 def evaluate(args: argparse.Namespace, save: Path) -> dict:
     """Fit on the saved calibration runs, predict every saved test config, compare; print and return.
 
-    Paired by pass (default): each pass's tests are predicted from that pass's calibration runs, so slow load
-    drift on a shared machine affects both sides; predictions and measurements are then averaged over passes.
+    The calibration runs of all passes are pooled (--paired: each pass's tests are predicted from that pass's
+    calibration runs only); predictions and measurements are averaged over passes.
     """
     _, workload = _workload(args)
     grid = Measurements.from_json(save / "grid.json")
     n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
     calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
-    if args.pooled:
+    if not args.paired:
         calib_sets = [[m for c in calib_sets for m in c]] * n_pass
     cache: dict[tuple, object] = {}
 
@@ -173,7 +175,7 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                "optimizer_gap": choice_meas / max(choice_meas, top["measured"]["tokens_per_s"]) - 1,
                "median_run_to_run_spread": float(np.median([r["run_to_run_spread"] for r in rows])),
                "executor_calibration": "none" if args.bare else "all runs" if args.single else "per mode and T",
-               "calibration_pairing": "pooled" if args.pooled else "per pass",
+               "calibration_pairing": "per pass" if args.paired else "pooled",
                **json.loads((save / "collect.json").read_text())}
     print(json.dumps(summary, indent=1))
     return {"summary": summary, "rows": rows, "profiles": {str(k): p.to_dict() for k, p in cache.items()}}
@@ -189,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", default="fidelity-runs", help="folder for the runs' Measurements (default fidelity-runs)")
     ap.add_argument("--replay", action="store_true", help="evaluate the runs saved in --save without running")
     ap.add_argument("--bare", action="store_true", help="fit without executor calibration (microbenchmarks only)")
-    ap.add_argument("--pooled", action="store_true", help="fit on every pass's calibration runs (not paired by pass)")
+    ap.add_argument("--paired", action="store_true",
+                    help="predict each pass from that pass's calibration runs (default: all passes' runs pooled)")
     ap.add_argument("--single", action="store_true",
                     help="one profile for every config (default: executor costs calibrated per mode and temperature)")
     ap.add_argument("--out", help="write every number as JSON here")
