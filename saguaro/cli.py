@@ -11,9 +11,11 @@ Bad input (ConfigError, bad flags) prints one line on stderr naming the field an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from calibration.errors import ConfigError
 
@@ -73,6 +75,27 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, mains
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM unwinds like Ctrl-C (child processes stopped, staged --out folders
+    removed), where the default handler is in place and this is the main thread."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (`saguaro`, `python -m saguaro`): returns the process exit status."""
     parser, mains = build_parser()
@@ -81,14 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(mains[args.command](args) or 0)
+        with _sigterm_as_interrupt():
+            return int(mains[args.command](args) or 0)
     except ConfigError as e:
         msg = " ".join(str(e).split())  # always one line
         print(f"saguaro {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print(f"saguaro {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return 143 if e.args == ("SIGTERM",) else 130
     except BrokenPipeError:  # e.g. `saguaro presets | head`
         return 0
 

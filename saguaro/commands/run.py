@@ -1,0 +1,125 @@
+"""`saguaro run`: run one AR / SD / SSD configuration on real models (the executor), print what it measured."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+
+from calibration.errors import ConfigError
+from saguaro.commands.common import StagedDir, add_output_args, int_list, print_json, table
+from saguaro.commands.simulate import SPEC_FLAGS
+
+RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
+             "threads", "draft_timeout_s", "fallback")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    p = subparsers.add_parser("run", help="run a configuration on real models (executor)",
+                              description="Run AR / SD / SSD for real (default: the shipped tiny pair on CPU); "
+                                          "flags override --config.")
+    p.add_argument("--config", metavar="FILE", help="RunConfig .toml (top-level RunConfig keys, [spec] table)")
+    g = p.add_argument_group("configuration (SpecConfig)")
+    g.add_argument("--mode", help="ar | sd | ssd (default ssd)")
+    g.add_argument("--k", type=int, help="lookahead K (default 4)")
+    g.add_argument("--fanout", help="fan-out F_0..F_K, e.g. 4,3,2,1,1")
+    g.add_argument("--fanout-miss", help="fan-out after a backup speculation")
+    g.add_argument("--fanout-shape", help="geometric | uniform, used when --fanout is not given")
+    g.add_argument("--budget", type=int, help="cached outcomes per sequence, sum of F_k")
+    g.add_argument("--sampler-c", type=float, help="Saguaro sampling constant C in [0, 1]")
+    g.add_argument("--backup", help="neural | fast | auto")
+    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    g.add_argument("--batch-size", type=int, help="sequences decoded together (default 1)")
+    g.add_argument("--draft-devices", type=int, help=argparse.SUPPRESS)
+    r = p.add_argument_group("models, prompts, devices (RunConfig)")
+    r.add_argument("--target", metavar="DIR", help="target checkpoint (Hugging Face safetensors folder)")
+    r.add_argument("--draft", metavar="DIR", help="draft checkpoint")
+    r.add_argument("--prompt", action="append", help="a prompt (repeatable; default: the built-in set)")
+    r.add_argument("--prompt-file", metavar="FILE", help="prompts: .json list, .jsonl, or one per line")
+    r.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default 64)")
+    r.add_argument("--device", help="cpu | cuda | cuda:N (default cpu)")
+    r.add_argument("--draft-device", help="device of the draft (default: the target's)")
+    r.add_argument("--dtype", help="float32 | bfloat16 | float16")
+    r.add_argument("--seed", type=int, help="random seed (default 0)")
+    r.add_argument("--threads", type=int, help="torch threads per process (default 1)")
+    r.add_argument("--draft-timeout-s", type=float, help="seconds the verifier waits for a draft reply (default 5)")
+    r.add_argument("--fallback", help="after a draft fault: sd | ar | none (default sd)")
+    add_output_args(p)
+    return p
+
+
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def config_from(args: argparse.Namespace):
+    """RunConfig from --config and the flags; errors name the flag (or the file and key)."""
+    from saguaro_exec import RunConfig
+    from saguaro_sim.config import SpecConfig
+
+    base = RunConfig.from_toml(args.config) if args.config else RunConfig()
+    spec_over = {}
+    for name in SPEC_FLAGS:
+        v = getattr(args, name)
+        if v is not None:
+            spec_over[name] = int_list(_flag(name), v) if name in ("fanout", "fanout_miss") else v
+    spec_d = base.spec.to_dict()
+    if "k" in spec_over and "fanout" not in spec_over:
+        spec_d["fanout"] = spec_d["fanout_miss"] = None
+        spec_d["budget"] = None if "budget" not in spec_over else spec_d["budget"]
+    try:
+        spec = SpecConfig.from_dict({**spec_d, **spec_over})
+    except ConfigError as e:
+        field = _flag(e.field) if e.field in spec_over else f"{args.config}: spec.{e.field}" if args.config \
+            else e.field
+        raise ConfigError(field, e.problem, e.allowed) from None
+    over = {n: getattr(args, n) for n in RUN_FLAGS if getattr(args, n) is not None}
+    if args.prompt is not None:
+        over["prompts"] = list(args.prompt)
+    kept = {f.name: getattr(base, f.name) for f in fields(RunConfig)}
+    if "prompts" in over:
+        kept["prompt_file"] = None
+    if "prompt_file" in over:
+        kept["prompts"] = None
+    try:
+        return RunConfig(**{**kept, **over, "spec": spec})
+    except ConfigError as e:
+        field = "--prompt" if e.field == "prompts" and "prompts" in over else \
+            _flag(e.field) if e.field in over else f"{args.config}: {e.field}" if args.config else e.field
+        raise ConfigError(field, e.problem, e.allowed) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    """Validate, run, then print and write outputs (nothing is written unless the run completes)."""
+    from saguaro_exec import run
+    from saguaro_exec.faults import RunError
+
+    config = config_from(args)
+    out = StagedDir(args.out)
+    try:
+        report = run(config)
+    except RunError as e:
+        done = 0 if e.partial is None else len(e.partial.token_ids)
+        print(f"saguaro run: failed: {' '.join(str(e).split())} ({done} sequences were complete)", file=sys.stderr)
+        return 1
+    doc = {"spec": config.spec.to_dict(), **report.summary(), "texts": report.texts}
+    with out as d:
+        if d is not None:
+            report.to_json(d / "report.json")
+            config.spec.save(d / "spec.toml")
+            report.chrome_trace(d / "trace.json")
+    if args.json:
+        print_json(doc)
+        return 0
+    print(f"spec: {config.spec.to_toml().strip().replace(chr(10), ', ')}")
+    s = report.summary()
+    rows = [[k, s[k]] for k in ("tokens_per_s", "mean_tokens_per_round", "hit_rate", "wait_share",
+                                "ceiling_tokens_per_s", "wall_s", "tokens")]
+    print(table(rows, ["metric", config.spec.mode]))
+    for f in report.faults:
+        print(f"draft fault: {f['kind']} in batch {f['batch']} round {f['round']} at {f['time_s']:.2f}s "
+              f"(noticed after {f['waited_s']:.2f}s); finished by {f['fallback']}")
+    if args.out:
+        print(f"wrote {args.out}/ (report.json, spec.toml, trace.json)")
+    return 0
