@@ -66,3 +66,23 @@ def test_draft_equal_target_hits_every_round():
     for r in rep.measurements.rounds:
         assert all(a == k for a in r["accepted"]), r
     assert rep.mean_tokens_per_round == k + 1
+
+
+def test_eos_stops_each_sequence_where_the_target_would():
+    """With an EOS id that the greedy continuation of one prompt reaches, every engine stops that row
+    right after EOS while the other rows run to max_new_tokens."""
+    import dataclasses
+
+    from saguaro_exec.model import random_model
+
+    eos = next(t for i, t in enumerate(GREEDY[0]) if i >= 4 and GREEDY[0].index(t) == i)   # first seen late
+    cfg = dataclasses.replace(TARGET.config, eos_token_id=eos)
+    target = random_model(cfg, seed=1, std=0.5)                 # same weights as TARGET, plus an EOS id
+    expect = [g[: g.index(eos) + 1] if eos in g else g for g in GREEDY]
+    assert len(expect[0]) < N_NEW and any(len(e) == N_NEW for e in expect)
+    for spec, inline in [(SpecConfig(mode="ar", batch_size=4), True), (SpecConfig(mode="sd", k=3, batch_size=4), True),
+                         (SpecConfig(mode="ssd", k=3, batch_size=4, fanout=(2, 1, 1, 1)), True),
+                         (SpecConfig(mode="ssd", k=2, batch_size=2, fanout=(2, 2, 1), backup="fast"), True)]:
+        rep = run(RunConfig(spec=spec, target=target, draft=DRAFT, prompts=PROMPTS, max_new_tokens=N_NEW,
+                            inline_draft=inline))
+        assert rep.token_ids == expect, spec.mode
