@@ -54,8 +54,11 @@ class ProcessLink:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()                # an error or an interrupt: no grace period for the draft
 
     @property
     def pid(self) -> int | None:
