@@ -1,4 +1,4 @@
-"""AR vs SD vs SSD on the shipped tiny pair, measured for real in one run: batch 1 and 4, T = 0 and 0.7.
+"""AR vs SD vs SSD on the tiny pair (or any --target/--draft pair), measured for real in one run: batch 1 and 4, T = 0 and 0.7.
 
     .venv/bin/python bench/bench_exec.py --out out/bench_exec.json
 
@@ -55,11 +55,12 @@ def bench(args: argparse.Namespace) -> dict:
         for temp in args.temps:
             for mode in ("ar", "sd", "ssd"):
                 spec = _spec(mode, args, batch, temp)
+                models = dict(target=args.target or None, draft=args.draft or None)
                 cfg = RunConfig(spec=spec, prompts=prompts, max_new_tokens=args.max_new, device=args.device,
-                                seed=args.seed, threads=args.threads)
+                                seed=args.seed, threads=args.threads, **models)
                 if args.warmup:
                     run(RunConfig(spec=spec, prompts=prompts[:batch], max_new_tokens=8, device=args.device,
-                                  threads=args.threads))
+                                  threads=args.threads, **models))
                 reps = [run(cfg) for _ in range(args.repeats)]   # shared machine: keep the least disturbed
                 rep = max(reps, key=lambda x: x.tokens_per_s)
                 if mode == "ssd" and batch == 1 and temp == 0.0 and args.trace:
@@ -82,7 +83,8 @@ def bench(args: argparse.Namespace) -> dict:
         "ssd_of_ceiling>=0.85": (key["of_ceiling"] or 0) >= 0.85}
     return {"meta": {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": platform.node(),
                      "cpus": os.cpu_count(), "device": args.device, "command": " ".join(sys.argv),
-                     "max_new_tokens": args.max_new, "prompts": len(prompts), "repeats": args.repeats},
+                     "max_new_tokens": args.max_new, "prompts": len(prompts), "repeats": args.repeats,
+                     "target": args.target or "tiny", "draft": args.draft or "tiny"},
             "rows": rows, "targets": targets}
 
 
@@ -121,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temps", type=float, nargs="+", default=[0.0, 0.7])
     p.add_argument("--max-new", type=int, default=128)
     p.add_argument("--prompts", type=int, default=4)
+    p.add_argument("--target", default="", help="target checkpoint directory (default: the tiny pair's)")
+    p.add_argument("--draft", default="", help="draft checkpoint directory (default: the tiny pair's)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)

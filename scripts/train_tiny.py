@@ -3,11 +3,13 @@
     python scripts/train_tiny.py --model target          # one model (run target and draft in parallel)
     python scripts/train_tiny.py --model draft
     python scripts/train_tiny.py --evaluate              # held-out perplexity, n-gram diversity, SD acceptance
+    python scripts/train_tiny.py --model target-deep     # 12-layer target for CPU speed benchmarks
+    python scripts/train_tiny.py --evaluate --eval-target target-deep   # -> eval_target-deep.json
 
 Deterministic: fixed seed, sorted file order, fixed step counts (not time budgets), single thread.
 Data: every *.py under sysconfig stdlib except site-packages and test directories; a file goes to the
 held-out split when crc32(relative path) % 12 == 0 (~1 MB), the rest is training text (~11 MB).
-Checkpoints: saguaro_exec/assets/tiny/{target,draft} (config.json in Llama layout + model.safetensors).
+Checkpoints: saguaro_exec/assets/tiny/{target,draft,target-deep} (config.json in Llama layout + model.safetensors).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ OUT = ROOT / "saguaro_exec" / "assets" / "tiny"
 SHAPES = {
     "target": dict(hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=352),
     "draft": dict(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=176),
+    # Deeper target for CPU speed benchmarks: per-forward cost on CPU is per-layer overhead, so 12 layers
+    # make a target forward ~12x the draft's (the 4-layer one is ~4x), the regime where SD/SSD pay off.
+    "target-deep": dict(hidden_size=128, num_layers=12, num_heads=4, num_kv_heads=2, intermediate_size=352),
 }
 # Step counts are fixed up front (sized for ~15 / ~3 single-thread CPU minutes). Length curriculum: short
 # windows first (cheap tokens), then the last `long_steps` on 1024-byte windows with the same tokens per
@@ -46,10 +51,12 @@ CONTEXT = 1024
 TRAIN = {
     "target": dict(steps=1600, long_steps=300, batch=16, seq_len=256, lr=3e-3, warmup=100),  # 6.6M tokens
     "draft": dict(steps=2500, long_steps=500, batch=32, seq_len=128, lr=5e-3, warmup=100),   # 10M tokens
+    "target-deep": dict(steps=800, long_steps=150, batch=16, seq_len=256, lr=3e-3, warmup=100),  # 3.3M, ~18 min
 }
 
 
 def model_config(which: str) -> ModelConfig:
+    """Llama-layout config of one shipped model (`which` in SHAPES); all share vocab, RoPE and context."""
     return ModelConfig(vocab_size=VOCAB, architecture="llama", rope_theta=10000.0, rms_norm_eps=1e-5,
                        tie_word_embeddings=False, max_position_embeddings=CONTEXT, bos_token_id=BOS,
                        eos_token_id=EOS, **SHAPES[which])
@@ -208,10 +215,11 @@ def distinct(tokens: list[int], n: int) -> float:
     return len(set(grams)) / max(len(grams), 1)
 
 
-def evaluate(n_prompts: int, n_new: int, k: int) -> None:
+def evaluate(n_prompts: int, n_new: int, k: int, target_name: str = "target") -> None:
+    """Measure the draft against `target_name`; writes eval.json (shipped target) or eval_<name>.json."""
     torch.set_num_threads(1)
     _, held, info = corpus()
-    target, draft = load_model(OUT / "target"), load_model(OUT / "draft")
+    target, draft = load_model(OUT / target_name), load_model(OUT / "draft")
     report: dict = {"data": info,
                     "ppl_per_byte_256": {"target": heldout_ppl(target, held), "draft": heldout_ppl(draft, held)},
                     "ppl_per_byte_1024": {n: heldout_ppl(m, held, seq_len=CONTEXT, n_windows=64)
@@ -239,15 +247,17 @@ def evaluate(n_prompts: int, n_new: int, k: int) -> None:
     report["teacher_forced_acceptance"] = {f"T{t}": teacher_forced_acceptance(target, draft, held, t)
                                            for t in (0.0, 0.7)}
     text = json.dumps(report, indent=2, default=float) + "\n"
-    (OUT / "eval.json").write_text(text)
+    (OUT / ("eval.json" if target_name == "target" else f"eval_{target_name}.json")).write_text(text)
     print(text)
 
 
 def main() -> None:
     global OUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=["target", "draft"], help="train this model")
+    ap.add_argument("--model", choices=list(SHAPES), help="train this model")
     ap.add_argument("--evaluate", action="store_true", help="measure the saved pair")
+    ap.add_argument("--eval-target", default="target", choices=[m for m in SHAPES if m != "draft"],
+                    help="target that --evaluate measures the draft against")
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=4)
@@ -259,9 +269,9 @@ def main() -> None:
     if args.model:
         train(args.model, args.steps)
     if args.evaluate:
-        evaluate(args.prompts, args.new_tokens, args.k)
+        evaluate(args.prompts, args.new_tokens, args.k, args.eval_target)
     if not (args.model or args.evaluate):
-        ap.error("give --model target|draft and/or --evaluate")
+        ap.error("give --model target|draft|target-deep and/or --evaluate")
 
 
 if __name__ == "__main__":
