@@ -80,7 +80,11 @@ def _check_spec(spec: object, where: str) -> dict:
            "r": float(check_number(f"{where}.r", spec["r"], 0.0, 10.0))}
     if spec.get("table") is not None:
         rows = []
-        for k, row in enumerate(spec["table"]):
+        table = spec["table"]
+        if not isinstance(table, list | tuple) or not all(isinstance(row, list | tuple) for row in table):
+            raise ConfigError(f"{where}.table", "must be a list of rows (one per position)",
+                              "[[hit rate by fan-out 0, 1, ...], ...]")
+        for k, row in enumerate(table):
             arr = [float(check_number(f"{where}.table[{k}][{f}]", h, 0.0, 1.0)) for f, h in enumerate(row)]
             if any(b < a - 1e-12 for a, b in zip(arr, arr[1:])):
                 raise ConfigError(f"{where}.table[{k}]", "hit rate must not decrease with fan-out",

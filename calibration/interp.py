@@ -46,8 +46,14 @@ def c_multiplier(c_effect: dict[float, float], sampler_c: float) -> float:
 
 def check_c_effect(c_effect: dict, where: str, hi: float | None = None) -> dict[float, float]:
     """Validate {C: multiplier} with C in [0, 1] and multiplier >= 0 (<= hi when given)."""
+    if not isinstance(c_effect, dict | type(None)):
+        raise ConfigError(where, f"must be an object, got {type(c_effect).__name__}", "{C: multiplier}")
     out = {}
     for k, v in (c_effect or {}).items():
-        c = check_number(f"{where}[{k!r}]", float(k), 0.0, 1.0)
+        try:
+            key = float(k)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}[{k!r}]", "key is not a number", "C in [0, 1]") from None
+        c = check_number(f"{where}[{k!r}]", key, 0.0, 1.0)
         out[float(c)] = float(check_number(f"{where}[{k!r}]", v, 0.0, hi))
     return out

@@ -39,6 +39,12 @@ class LatencyModel:
                 raise ConfigError(f"latency.params.{key}", f"missing for kind {self.kind!r}", ", ".join(need))
         if self.kind == "piecewise":
             xs, ys = p["knots_x"], p["knots_y"]
+            for key, v in (("knots_x", xs), ("knots_y", ys)):
+                if not isinstance(v, list | tuple):
+                    raise ConfigError(f"latency.params.{key}", f"must be a list, got {type(v).__name__}",
+                                      "a list of numbers")
+            for i, x in enumerate(xs):
+                check_number(f"latency.params.knots_x[{i}]", x, 0.0)
             if len(xs) != len(ys) or len(xs) < 1:
                 raise ConfigError("latency.params.knots_x", "knots_x and knots_y must have equal, nonzero length",
                                   "lists of equal length >= 1")
@@ -90,6 +96,9 @@ class LatencyModel:
     def from_dict(cls, d: dict, where: str = "latency") -> LatencyModel:
         if not isinstance(d, dict) or "kind" not in d:
             raise ConfigError(where, "must be an object with 'kind' and 'params'", "{kind, params}")
+        if not isinstance(d.get("params", {}), dict):
+            raise ConfigError(f"{where}.params", f"must be an object, got {type(d['params']).__name__}",
+                              "{name: number}")
         try:
             return cls(d["kind"], dict(d.get("params", {})))
         except ConfigError as e:

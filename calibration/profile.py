@@ -74,6 +74,9 @@ class Profile:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"profile.{unknown[0]}", "unknown key", ", ".join(sorted(known)))
+        if not isinstance(d.get("provenance", {}), dict):
+            raise ConfigError("profile.provenance", f"must be an object, got {type(d['provenance']).__name__}",
+                              "{key: value}")
         return cls(name=d["name"], target=LatencyModel.from_dict(d["target"], "profile.target"),
                    draft=LatencyModel.from_dict(d["draft"], "profile.draft"), link_s=d.get("link_s", 0.0),
                    acceptance=AcceptanceModel.from_dict(d["acceptance"]), hits=HitCurve.from_dict(d["hits"]),

@@ -104,6 +104,7 @@ def _run(config: RunConfig) -> RunReport:
     dtype = getattr(torch, config.dtype)
     target = load_source(target_src, config.device, config.dtype)
     vocab = target.config.vocab_size
+    _check_prompt_ids(ids, vocab, target.config.max_position_embeddings)
     eos = target.config.eos_ids
     primary, miss = spec.resolve_fanout() if spec.mode != "ar" else ((), ())
     backup = resolve_backup(spec.backup, spec.batch_size, config.b_star)
@@ -181,6 +182,19 @@ def _fallback_batch(fb: Fallback, target, batch: list[list[int]], bi: int, confi
     gens = (gen, make_generator(config.seed + 7919 * (bi + 1) + 1, fb.device))
     return run_sd(target, fb.draft(), batch, spec.k, fb.fanout, spec.sampler_c, config.max_new_tokens,
                   spec.temperature, gens, eos, fb.t_start)
+
+
+def _check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
+    """Every prompt: at least one token, ids in the vocabulary, shorter than the target's context."""
+    for i, p in enumerate(ids):
+        if not p:
+            raise ConfigError(f"prompts[{i}]", "encodes to zero tokens", "at least one token")
+        if min(p) < 0 or max(p) >= vocab:
+            bad = next(t for t in p if t < 0 or t >= vocab)
+            raise ConfigError(f"prompts[{i}]", f"token id {bad} is outside the vocabulary", f"ids in [0, {vocab})")
+        if len(p) >= context:
+            raise ConfigError(f"prompts[{i}]", f"{len(p)} tokens, longer than the target's context",
+                              f"fewer than max_position_embeddings = {context} tokens")
 
 
 def _vocab_of(src: object) -> int:

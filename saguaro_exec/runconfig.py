@@ -83,6 +83,9 @@ class RunConfig:
         if self.prompt_file is not None:
             if self.prompts is not None:
                 raise ConfigError("prompt_file", "given together with prompts", "one of prompts | prompt_file")
+            if not isinstance(self.prompt_file, str | os.PathLike):
+                raise ConfigError("prompt_file", f"expected a path, got {type(self.prompt_file).__name__}",
+                                  "an existing text/JSON file")
             if not Path(self.prompt_file).is_file():
                 raise ConfigError("prompt_file", f"{self.prompt_file!r} not found", "an existing text/JSON file")
         check_number("max_new_tokens", self.max_new_tokens, 1, 1_000_000, integer=True)
@@ -125,7 +128,10 @@ class RunConfig:
 
             return list(BUILTIN_PROMPTS)
         path = Path(self.prompt_file)
-        text = path.read_text()
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError("prompt_file", f"{path}: invalid UTF-8 at byte {e.start}", "UTF-8 text") from None
         try:
             if path.suffix == ".json":
                 prompts = json.loads(text)
