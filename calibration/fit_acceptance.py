@@ -91,6 +91,9 @@ def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
     for t, by_c in sorted(groups.items()):
         stats = {}
         for c, rs in by_c.items():
+            # runs at the largest K only: they cover every position from one population of speculations
+            # (pooling a short-K run's early positions with a long-K run's later ones skews the product)
+            rs = [r for r in rs if r.k == max(x.k for x in rs)]
             trials, succ, hist = _counts(rs)
             if trials[1:].sum() == 0:
                 continue
