@@ -140,9 +140,9 @@ class ModelConfig:
             num_kv_heads=d.get("num_key_value_heads") or d["num_attention_heads"],
             intermediate_size=d["intermediate_size"],
             head_dim=d.get("head_dim"),
-            rope_theta=float(rope_theta if rope_theta is not None else (1e6 if arch == "qwen3" else 1e4)),
+            rope_theta=_float("rope_theta", rope_theta if rope_theta is not None else (1e6 if arch == "qwen3" else 1e4)),
             rope_scaling=rope_scaling,
-            rms_norm_eps=float(d.get("rms_norm_eps", 1e-6 if arch == "qwen3" else 1e-5)),
+            rms_norm_eps=_float("rms_norm_eps", d.get("rms_norm_eps", 1e-6 if arch == "qwen3" else 1e-5)),
             qk_norm=arch == "qwen3",
             attention_bias=bool(d.get("attention_bias", False)),
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
@@ -184,8 +184,17 @@ class ModelConfig:
         return asdict(self)
 
 
+def _float(key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ConfigError(f"config.json {key}", f"expected a number, got {v!r}", "a number > 0")
+    return float(v)
+
+
 def _architecture_of(d: dict[str, Any]) -> str:
     names = d.get("architectures") or []
+    if not isinstance(names, list):
+        raise ConfigError("config.json architectures", f"expected a list, got {names!r}",
+                          "[" + " | ".join(ARCHITECTURES.values()) + "]")
     model_type = d.get("model_type")
     for arch, cls_name in ARCHITECTURES.items():
         if cls_name in names or model_type == arch:
