@@ -47,7 +47,9 @@ def _fit_one(x: np.ndarray, z: np.ndarray, y: np.ndarray, knots: tuple[float, ..
     lo[-1] = 0.0
     if not knots:
         lo[:] = 0.0
-    coef = lsq_linear(a, np.ones_like(y), bounds=(lo, np.full(a.shape[1], np.inf))).x
+    keep = np.linalg.norm(a, axis=0) > 0  # a hinge beyond every training point has nothing to fit
+    coef = np.zeros(a.shape[1])
+    coef[keep] = lsq_linear(a[:, keep], np.ones_like(y), bounds=(lo[keep], np.full(int(keep.sum()), np.inf))).x
     per_context = float(max(0.0, coef[-1]))
     if not knots:
         return LatencyModel.linear(base=float(coef[0]), per_token=float(coef[1]), per_context=per_context)
