@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from calibration.errors import ConfigError
-from saguaro.commands.common import int_list, table
+from saguaro.commands.common import check_checkpoint_flags, int_list, table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -29,7 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     g.add_argument("--draft-devices", type=int, default=1, help="draft devices the tree is split over (default 1)")
     g.add_argument("--warmup", type=int, default=2, help="untimed forwards per shape (default 2)")
     g.add_argument("--repeats", type=int, default=5, help="timed forwards per shape; the median is kept (default 5)")
-    g.add_argument("--threads", type=int, help="torch CPU threads while timing (default: torch's)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads while timing (default 1, as saguaro autotune runs every process)")
     g.add_argument("--quick", action="store_true", help="a reduced grid (seconds; for smoke tests)")
     p.add_argument("--no-link", action="store_true", help="skip the two-process message round-trip benchmark")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -53,6 +54,7 @@ def main(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v < (0 if name == "warmup" else 1):
             raise ConfigError(f"--{name.replace('_', '-')}", f"{v} is out of range", ">= 1" if name != "warmup" else ">= 0")
+    check_checkpoint_flags(args)
     from saguaro_exec.microbench import profile_pair
     from saguaro_exec.models import tiny_pair_paths
 
