@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from saguaro.commands.common import print_json, table
+from saguaro.commands.common import check_checkpoint_flags, print_json, table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,6 +36,7 @@ def main(args: argparse.Namespace) -> int:
     from calibration.errors import ConfigError
     from saguaro.autotune import autotune
 
+    check_checkpoint_flags(args)
     if args.seed < 0:
         raise ConfigError("--seed", f"{args.seed} is out of range", "integers >= 0")
     if args.objective not in ("latency", "throughput"):

@@ -50,6 +50,15 @@ def load_profile(name: str) -> Profile:
         raise
 
 
+def check_checkpoint_flags(args: argparse.Namespace) -> None:
+    """--target / --draft, when given, must be existing folders (checked before any work)."""
+    for name in ("target", "draft"):
+        v = getattr(args, name, None)
+        if v is not None and not Path(v).is_dir():
+            raise ConfigError(f"--{name}", f"checkpoint folder {v!r} does not exist",
+                              "a folder with config.json + *.safetensors")
+
+
 def workload_from(args: argparse.Namespace) -> Workload:
     """Workload from the flags; errors name the flag."""
     try:
