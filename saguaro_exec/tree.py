@@ -42,11 +42,8 @@ class SpecCache:
         while the verifier verifies, off the reply's critical path)."""
         f = self.fork
         bk, bt, ok = f.branch_k.tolist(), f.branch_t.tolist(), f.valid.tolist()
-        top, rank = f.top.tolist(), f.rank.tolist()
         branch = [{(k, t): j for j, (k, t, v) in enumerate(zip(bk[b], bt[b], ok[b])) if v} for b in range(len(bk))]
-        ranks = [{(k, t): r for k, (ts, rs) in enumerate(zip(top[b], rank[b])) for t, r in zip(ts, rs)
-                  if 0 <= r < n_rank} for b in range(len(top))]
-        self.index = [branch, ranks, self.tokens.tolist()]
+        self.index = [branch, f.top.tolist(), f.rank.tolist(), self.tokens.tolist(), n_rank]
 
     def lookup(self, acc: torch.Tensor, bonus: torch.Tensor, n_rank: int):
         """(hit [B], bonus rank [B] (-1 beyond top-n_rank), tokens [B, K], q [B, K, V] | None)."""
@@ -66,15 +63,25 @@ class SpecCache:
 
 
     def _lookup_prepared(self, acc: torch.Tensor, bonus: torch.Tensor):
-        branch, ranks, toks = self.index
+        branch, top, ranks, toks, n_rank = self.index
         keys = list(zip(acc.tolist(), bonus.tolist()))
         js = [branch[b].get(key, -1) for b, key in enumerate(keys)]
         hit = torch.tensor([j >= 0 for j in js], dtype=torch.bool)
-        rank = torch.tensor([ranks[b].get(key, -1) for b, key in enumerate(keys)], dtype=torch.long)
+        rank = torch.tensor([_rank_of(top[b][k], ranks[b][k], t, n_rank) for b, (k, t) in enumerate(keys)],
+                            dtype=torch.long)
         j = torch.tensor([max(x, 0) for x in js], dtype=torch.long)
         tokens = torch.tensor([toks[b][i] for b, i in enumerate(j.tolist())], dtype=torch.long)
         q = None if self.q is None else self.q[torch.arange(len(js), device=self.q.device), j.to(self.q.device)]
         return hit, rank, tokens.view(len(js), -1), q
+
+
+def _rank_of(top: list[int], rank: list[int], token: int, n_rank: int) -> int:
+    """Rank of ``token`` in one position's ranked list (-1: excluded, absent or beyond n_rank)."""
+    try:
+        r = rank[top.index(token)]
+    except ValueError:
+        return -1
+    return r if 0 <= r < n_rank else -1
 
 
 def fork(d_logits: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n_rank: int) -> Fork:
