@@ -87,7 +87,8 @@ def render_markdown(doc: Mapping) -> str:
     prof = doc.get("profile", {})
     if prof:
         out += ["", "## Fitted profile", ""]
-        out.append(_md_table(["part", "fit", "n", "CV error"], [[r[0], str(r[1]), r[2], _pct(r[3])]
+        out.append(_md_table(["part", "fit", "n", "CV error"], [[r[0], str(r[1]), r[2],
+                                                                  "-" if r[3] is None else f"{100 * r[3]:.1f}%"]
                                                                  for r in prof.get("rows", [])]))
     opt = doc.get("optimizer", {})
     if opt.get("top"):
