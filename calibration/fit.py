@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance
@@ -66,6 +65,7 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
 
 def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
     """(one-way latency s, bytes/s, info) from round trips: rt = 2 * (link_s + bytes / bandwidth)."""
+    from scipy.optimize import lsq_linear
     b = np.asarray([float(r["bytes"]) for r in rows])
     rt = np.asarray([float(r["round_trip_s"]) for r in rows])
     if len(rows) == 0 or (rt <= 0).any():

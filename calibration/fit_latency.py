@@ -6,7 +6,6 @@ from __future__ import annotations
 from itertools import combinations
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds
@@ -42,6 +41,7 @@ def _design(x: np.ndarray, z: np.ndarray, knots: tuple[float, ...]) -> np.ndarra
 
 def _fit_one(x: np.ndarray, z: np.ndarray, y: np.ndarray, knots: tuple[float, ...]) -> LatencyModel:
     """Least squares on relative error; linear coefficients >= 0, hinge slopes free, per_context >= 0."""
+    from scipy.optimize import lsq_linear  # imported here: `import calibration` stays fast
     a = _design(x, z, knots) / y[:, None]
     lo = np.full(a.shape[1], -np.inf)
     lo[-1] = 0.0
