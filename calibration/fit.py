@@ -188,7 +188,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
             if eff[who] and f"{who}_fit" in prov and "cv_mape" in prov[f"{who}_fit"]:
                 xs, over, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
                 models[who] = with_overhead(models[who], xs, over)
-        m_eff, prov["link_executor"] = effective_link_s(runs_like(runs, "ssd", temperature))
+        m_eff, prov["link_executor"] = effective_link_s(runs_like(runs, "ssd", temperature), link_s)
         if m_eff is not None:
             prov["link_microbench_s"] = link_s
             link_s, bps = m_eff, 0.0

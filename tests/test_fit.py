@@ -193,7 +193,7 @@ def test_executor_overheads_and_effective_link_from_ssd_rounds():
     verify = lin_truth(k + 1, ctx) + 0.002
     rows, t = [], 0.0
     for i in range(60):
-        period = 0.02 + 0.001 * (i % 3)
+        period = 0.03 + 0.001 * (i % 3)  # verification + messages bind (the build takes ~20 ms)
         rows.append({"round": i, "t0": t, "t1": t + period, "batch": 1, "verify_s": verify,
                      "glue_s": pw_truth(k + 1, ctx) + 0.001, "fork_s": 0.0015,
                      "tree_s": k * (pw_truth(12, ctx) + 0.001) - 0.0015, "backup_s": 0.0,
@@ -206,7 +206,7 @@ def test_executor_overheads_and_effective_link_from_ssd_rounds():
     assert p.draft(1, 12, ctx) == pytest.approx(pw_truth(12, ctx) + 0.001, rel=0.05)
     assert p.provenance["target_overhead"]["by_tokens"]["4"]["mean_overhead_s"] == pytest.approx(0.002, rel=0.05)
     assert p.target(1, 1, ctx) == pytest.approx(lin_truth(1, ctx) + 0.002, rel=0.03)  # flat outside seen widths
-    assert p.link_s == pytest.approx((0.021 - verify) / 2, rel=0.02) and p.link_bytes_per_s == 0.0
+    assert p.link_s == pytest.approx((0.031 - verify) / 2, rel=0.02) and p.link_bytes_per_s == 0.0
     assert p.provenance["link_microbench_s"] == pytest.approx(1e-4, rel=0.02)
     bare = fit(grid(), run, executor=False)  # the microbenchmarks alone
     assert bare.target(1, k + 1, ctx) == pytest.approx(lin_truth(k + 1, ctx), rel=0.03)
@@ -226,3 +226,24 @@ def test_all_accepted_outcomes_get_their_own_row_at_the_largest_k():
     assert q.hits.hit(1, position=3) < 0.05 and q.hits.hit(1, position=5) > 0.95
     info = q.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]
     assert info["k_final"] == 5 and info["final_n"] == 400 // 6 and info["final_hit"][1] == 1.0
+
+
+def test_effective_link_with_a_binding_build_and_a_binding_verification():
+    # the draft's build (glue + fork + tree + reply = 9 ms) binds the 9.2 ms round; verification takes 2 ms
+    k, rows, t = 2, [], 0.0
+    for i in range(40):
+        rows.append({"t0": t, "t1": t + 0.0092, "batch": 1, "verify_s": 0.002, "glue_s": 0.002, "fork_s": 0.0005,
+                     "tree_s": 0.006, "draft_reply_s": 0.0005, "backup_s": 0.0, "accepted": [i % 3],
+                     "from_backup": [False], "bonus_rank": [0], "context": [50]})
+        t += 0.0092
+    run = Measurements(meta={"spec": {"mode": "ssd", "k": k, "temperature": 0.0}, "fanout": [2, 2, 2]}, rounds=rows)
+    p = fit(grid(), run)  # 0.2 ms beyond the build: only the verify path (2 ms + 2 m) can cover the round
+    info = p.provenance["link_executor"]
+    assert info["mean_build_s"] == pytest.approx(0.009) and info["mean_round_s"] == pytest.approx(0.0092)
+    assert p.link_s == pytest.approx((0.0092 - 0.002) / 2, rel=0.01)
+    assert p.draft(1, k + 1, 50) + k * p.draft(1, 6, 50) == pytest.approx(0.009, rel=0.03)  # glue + K tree steps
+    fast = [dict(r, t1=r["t0"] + 0.0085) for r in rows]  # round shorter than the build: the microbenchmark link
+    assert fit(grid(), Measurements(meta=run.meta, rounds=fast)).link_s == pytest.approx(1e-4, rel=0.02)
+    slow = [dict(r, verify_s=0.0089) for r in rows]  # verification + 2 links now bind: the rest is message time
+    q = fit(grid(), Measurements(meta=run.meta, rounds=slow))
+    assert q.link_s == pytest.approx((0.0092 - 0.0089) / 2, rel=0.02)
