@@ -53,8 +53,9 @@ class RunConfig:
     built-in set; prompts run in batches of ``spec.batch_size``. ``threads``: torch intra-op threads per
     process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap.
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
-    ``draft_timeout_s`` is killed and the run continues in-process by ``fallback`` ("sd": the draft model
-    loaded here; "ar": the target alone; "none": raise). ``inject_fault`` is test-only (faults.py)."""
+    ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
+    in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
+    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py)."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None
