@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from calibration.fit import fit  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
-from saguaro.autotune import by_mode, fit_modes, measured, pin, predicted, spec_of_row  # noqa: E402
+from saguaro.pipeline import by_mode, fit_modes, measured, pin, predicted, spec_of_row  # noqa: E402
 from saguaro_sim import SpecConfig, Workload  # noqa: E402
 
 S = SpecConfig

@@ -1,4 +1,4 @@
-"""saguaro.autotune: profile -> fit -> optimize in simulation -> run for real -> compare -> refit -> report."""
+"""saguaro.pipeline (exported as saguaro.autotune): profile -> fit -> optimize in simulation -> run for real -> compare -> refit -> report."""
 
 from __future__ import annotations
 

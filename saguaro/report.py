@@ -46,7 +46,7 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def render_markdown(doc: Mapping) -> str:
-    """report.md text from the autotune document (see saguaro.autotune for its keys)."""
+    """report.md text from the autotune document (see saguaro.pipeline for its keys)."""
     out = [f"# {doc.get('title', 'saguaro autotune report')}", ""]
     out.append(f"Models: target `{doc['models'].get('target')}`, draft `{doc['models'].get('draft')}`; "
                f"device {doc.get('device')}; created {doc.get('created')}; quick={doc.get('quick')}.")

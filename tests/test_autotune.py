@@ -16,7 +16,7 @@ from saguaro_sim import SpecConfig  # noqa: E402
 
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory):
-    from saguaro.autotune import autotune
+    from saguaro.pipeline import autotune
     from saguaro_exec.models import tiny_pair_paths
 
     target, draft = tiny_pair_paths()

@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def main(args: argparse.Namespace) -> int:
     """Run the loop and print the predicted-vs-measured table."""
     from calibration.errors import ConfigError
-    from saguaro.autotune import autotune
+    from saguaro.pipeline import autotune
 
     check_checkpoint_flags(args)
     if args.seed < 0:
