@@ -22,7 +22,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 demo: setup
-	$(BIN)/saguaro optimize --profile h100-llama70b-tp4-llama1b --out out/demo
+	$(BIN)/saguaro autotune --out out/autotune
 
 bench: setup
 	$(BIN)/python bench/bench_sim.py
