@@ -15,7 +15,7 @@ import torch
 from .drafter import Drafter
 from .faults import DraftFault, FaultRecord
 from .rounds import event, new_round
-from .sampling import make_generator
+from .sampling import make_generator, sample, target_probs
 from .verifier import Verifier
 
 
@@ -46,18 +46,19 @@ def continue_sd(ver: Verifier, draft, k: int, fanout: tuple[int, ...], sampler_c
 
 
 def continue_ar(ver: Verifier, r0: int, now: Callable[[], float]) -> tuple[list[dict], list[dict]]:
-    """Finish every sequence of ``ver`` by target-only decoding (verifying an empty speculation is one
-    AR step: greedy at T = 0, a sample from the target otherwise); returns (round rows, trace events)."""
-    bsz = len(ver.state.seqs)
-    dev = ver.runner.device
-    empty = torch.zeros(bsz, 0, dtype=torch.long, device=dev)
-    q = None if ver.temperature <= 0 else torch.zeros(bsz, 0, ver.runner.model.config.vocab_size, device=dev)
-    rounds, events, r = [], [], r0
+    """Finish every sequence of ``ver`` by target-only decoding from its cache (greedy at T = 0, a sample
+    from the target otherwise); returns (round rows, trace events)."""
+    seqs, rounds, events, r = ver.state.seqs, [], [], r0
     while not ver.state.all_done():
-        live = [b for b in range(bsz) if not ver.state.done[b]]
-        ctx = [len(ver.state.seqs[b]) for b in live]
+        live = [b for b in range(len(seqs)) if not ver.state.done[b]]
+        ctx = [len(seqs[b]) for b in live]
         t0 = now()
-        ver.verify(empty, q, r)
+        logits = ver.runner.tail_logits([s[int(n):] for s, n in zip(seqs, ver.n_valid)], ver.n_valid, 1)[:, 0]
+        nxt = (logits.argmax(-1) if ver.temperature <= 0 else
+               sample(target_probs(logits, ver.temperature), ver.gen)).tolist()
+        for b in live:
+            ver.n_valid[b] = len(seqs[b])
+            ver.state.append(b, [int(nxt[b])], r)
         t1 = now()
         rounds.append(new_round(r, t0, t1, live, verify_s=t1 - t0, accepted=[0] * len(live), context=ctx,
                                 fallback="ar"))

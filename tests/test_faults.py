@@ -89,11 +89,12 @@ def test_death_before_the_first_reply_then_later_batches_in_process(clean):
     _assert_clean_exit(rep, before)
 
 
-def test_fault_at_temperature_finishes_every_sequence():
+@pytest.mark.parametrize("fallback", ["sd", "ar"])
+def test_fault_at_temperature_finishes_every_sequence(fallback):
     spec = SPEC.replace(temperature=0.8, sampler_c=0.5)
-    rep = run(_cfg(spec=spec, inject_fault="garble@3"))
+    rep = run(_cfg(spec=spec, inject_fault="garble@3", fallback=fallback))
     [f] = rep.faults
-    assert f["kind"] == "malformed"
+    assert f["kind"] == "malformed" and f["fallback"] == fallback
     eos = set(TARGET.config.eos_ids)
     for toks in rep.token_ids:
         assert len(toks) == MAX_NEW or (toks and toks[-1] in eos)
