@@ -56,7 +56,12 @@ def test_sd_and_ssd_on_the_deep_pair_are_greedy_lossless():
     target, draft = load_model(target_dir), load_model(draft_dir)
     prompts = [list(b"def main(args):\n    "), list(b"import os\n")]
     n_new = 20
-    greedy = [plain_greedy(target, p, n_new) for p in prompts]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 2 intra-op threads on a busy 2-core box run ~50x slower (spinning)
+    try:
+        greedy = [plain_greedy(target, p, n_new) for p in prompts]
+    finally:
+        torch.set_num_threads(threads)
     specs = [SpecConfig(mode="sd", k=3, batch_size=2),
              SpecConfig(mode="ssd", k=3, batch_size=1, fanout=(3, 2, 2, 1), backup="neural")]
     for spec in specs:
