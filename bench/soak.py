@@ -113,7 +113,7 @@ def random_run(rng: random.Random, pool: list[list[int]], fault_rate: float) -> 
         spec = SpecConfig(mode=mode, k=k, budget=rng.randint(k + 1, 8 * (k + 1)), sampler_c=c, temperature=temp,
                           batch_size=bsz, backup=rng.choice(["neural", "fast", "auto"]),
                           fanout_shape=rng.choice(["geometric", "uniform"]))
-    n_prompts = bsz * rng.randint(1, 3)
+    n_prompts = bsz * rng.randint(2, 4)          # 2-4 batches per run share one draft process
     fault = None
     if mode == "ssd" and rng.random() < fault_rate:
         fault = rng.choice(["die", "garble", "sleep=3"]) + f"@{rng.randint(0, 6)}"
