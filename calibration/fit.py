@@ -46,8 +46,12 @@ def _spec_dict(meta: dict) -> dict:
 
 
 def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
-    """The run in one Measurements (its spec from meta['spec'] or meta), or None when it has no rounds."""
-    if not m.rounds:
+    """The run in one Measurements (its spec from meta['spec'] or meta), or None when it has no rounds.
+
+    Rounds finished in-process after a draft fault (rows with a 'fallback' key) measure the fallback, not
+    the configuration, and are left out."""
+    rounds = [r for r in m.rounds if not r.get("fallback")]
+    if not rounds:
         return None
     spec = _spec_dict(m.meta)
     if not spec:
@@ -59,7 +63,7 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
     return RunRounds(k=int(spec["k"]), temperature=float(spec.get("temperature", 0.0)),
                      budget=int(budget) if budget else None, draft_devices=int(spec.get("draft_devices", 1)),
                      sampler_c=float(spec.get("sampler_c", 1.0)), mode=str(spec.get("mode", "ssd")),
-                     backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=m.rounds,
+                     backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=rounds,
                      top_n=int(top_n) if top_n else None)
 
 

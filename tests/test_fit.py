@@ -247,3 +247,15 @@ def test_effective_link_with_a_binding_build_and_a_binding_verification():
     slow = [dict(r, verify_s=0.0089) for r in rows]  # verification + 2 links now bind: the rest is message time
     q = fit(grid(), Measurements(meta=run.meta, rounds=slow))
     assert q.link_s == pytest.approx((0.0092 - 0.0089) / 2, rel=0.02)
+
+
+def test_fallback_rounds_are_left_out_of_the_fit():
+    """Rounds finished in-process after a draft fault measure the fallback, not the configuration."""
+    from calibration.fit import run_of
+
+    spec = {"mode": "ssd", "k": 2, "temperature": 0.0}
+    good = {"round": 0, "accepted": [2], "hit": [True], "from_backup": [False], "bonus_rank": [0]}
+    bad = {"round": 1, "accepted": [0], "hit": [None], "from_backup": [True], "bonus_rank": [-1], "fallback": "sd"}
+    run = run_of(Measurements(meta={"spec": spec}, rounds=[good, bad, good]))
+    assert len(run.rounds) == 2 and all("fallback" not in r for r in run.rounds)
+    assert run_of(Measurements(meta={"spec": spec}, rounds=[bad])) is None
