@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from matplotlib.patches import Patch
 
 from calibration.errors import ConfigError
 from calibration.jsonio import dump_json, load_json, write_atomic
+from saguaro_sim.plots import save_figure
 
 METRICS = (("tokens_per_s", "tokens/s"), ("hit_rate", "hit rate"), ("tokens_per_round", "tokens/round"))
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -147,20 +147,6 @@ def trim_events(events: Sequence[Mapping], max_rounds: int = 8) -> list[dict]:
             if float(e["start_s"]) < until and e["name"] != "prefill"]
 
 
-def _save_png(fig: Figure, path: Path, data: dict) -> Path:
-    fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    dump_json(path.with_suffix(".json"), data)
-    return path
-
-
 def plot_pred_vs_meas(points: Sequence[Mapping], path: str | os.PathLike,
                       title: str = "Predicted vs measured tokens/s") -> Path:
     """Scatter of predicted vs measured tokens/s (points: {name, predicted, measured, kind}), y = x and +-10%."""
@@ -189,7 +175,7 @@ def plot_pred_vs_meas(points: Sequence[Mapping], path: str | os.PathLike,
     ax.set_title(title)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
-    return _save_png(fig, Path(path), {"kind": "pred_vs_meas", "title": title, "points": [dict(p) for p in pts]})
+    return save_figure(fig, Path(path), {"kind": "pred_vs_meas", "title": title, "points": [dict(p) for p in pts]})
 
 
 def _first_rounds(events: Sequence[Mapping], max_rounds: int) -> list[dict]:
@@ -227,7 +213,7 @@ def plot_timelines(panels: Mapping[str, Sequence[Mapping]], path: str | os.PathL
     data = {"kind": "timelines", "title": title,
             "panels": {k: [{key: e.get(key) for key in ("name", "track", "start_ms", "dur_ms")} for e in v]
                        for k, v in shown.items()}}
-    return _save_png(fig, Path(path), data)
+    return save_figure(fig, Path(path), data)
 
 
 def write_report(doc: Mapping, out_dir: str | os.PathLike, timelines: Mapping[str, Sequence[Mapping]] | None = None,

@@ -28,7 +28,7 @@ def _figure(width: float = 7.0, height: float = 4.0) -> tuple[Figure, object]:
     return fig, fig.add_subplot(1, 1, 1)
 
 
-def _save(fig: Figure, path: str | os.PathLike, data: dict) -> Path:
+def save_figure(fig: Figure, path: str | os.PathLike, data: dict) -> Path:
     """Write path (.png added if missing) and the JSON beside it, each atomically; return the PNG path."""
     png = Path(path)
     if png.suffix != ".png":
@@ -74,7 +74,7 @@ def _lines(path: str | os.PathLike, kind: str, xs: Sequence[float], series: Mapp
     ax.grid(alpha=0.3)
     if len(ys) > 1:
         ax.legend()
-    return _save(fig, path, {"kind": kind, "title": title, "x_label": xlabel, "y_label": ylabel, "x": xs,
+    return save_figure(fig, path, {"kind": kind, "title": title, "x_label": xlabel, "y_label": ylabel, "x": xs,
                              "series": ys})
 
 
@@ -115,7 +115,7 @@ def plot_timeline(events: Sequence[Mapping], path: str | os.PathLike, title: str
     data = {"kind": "timeline", "title": title, "x_label": "time since first event (ms)", "tracks": tracks,
             "events": [{"name": str(e["name"]), "track": str(e["track"]), "start_ms": (float(e["start_s"]) - t0) * 1e3,
                         "dur_ms": float(e["dur_s"]) * 1e3, "args": e.get("args", {})} for e in shown]}
-    return _save(fig, path, data)
+    return save_figure(fig, path, data)
 
 
 def plot_speedup_vs_k(ks: Sequence[int], series: Mapping[str, Sequence[float]], path: str | os.PathLike,
@@ -157,7 +157,7 @@ def plot_fanout(fanouts: Mapping[str, Sequence[int]], path: str | os.PathLike,
     ax.set_title(title)
     ax.legend()
     ax.grid(alpha=0.3, axis="y")
-    return _save(fig, path, {"kind": "fanout", "title": title, "x_label": "accepted length k",
+    return save_figure(fig, path, {"kind": "fanout", "title": title, "x_label": "accepted length k",
                              "y_label": "fan-out F_k", "schedules": sched})
 
 
@@ -183,7 +183,7 @@ def plot_pareto(per_seq_tok_s: Sequence[float], throughput_per_device: Sequence[
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path, {"kind": "pareto", "title": title, "x_label": "tokens/s/device",
+    return save_figure(fig, path, {"kind": "pareto", "title": title, "x_label": "tokens/s/device",
                              "y_label": "per-sequence tokens/s", "throughput_per_device": xs,
                              "per_seq_tok_s": ys, "labels": labels, "frontier": front})
 
