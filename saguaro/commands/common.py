@@ -59,6 +59,41 @@ def check_checkpoint_flags(args: argparse.Namespace) -> None:
                               "a folder with config.json + *.safetensors")
 
 
+SPEC_FLAGS = ("mode", "k", "fanout", "fanout_miss", "budget", "sampler_c", "backup", "temperature",
+              "batch_size", "draft_devices", "fanout_shape")
+
+
+def flag(name: str) -> str:
+    """The CLI flag of a config field: sampler_c -> --sampler-c."""
+    return f"--{name.replace('_', '-')}"
+
+
+def add_spec_args(g: argparse._ArgumentGroup, show_draft_devices: bool = True) -> None:
+    """The SpecConfig flags (all default to None: 'not given', so a --config file's value stands)."""
+    g.add_argument("--mode", help="ar | sd | ssd (default ssd)")
+    g.add_argument("--k", type=int, help="lookahead K: draft tokens per round (default 4)")
+    g.add_argument("--fanout", help="fan-out F_0..F_K, e.g. 4,3,2,1,1 (default: --fanout-shape for the budget)")
+    g.add_argument("--fanout-miss", help="fan-out after a backup speculation (default: same as --fanout)")
+    g.add_argument("--fanout-shape", help="geometric | uniform, used when --fanout is not given")
+    g.add_argument("--budget", type=int, help="cached outcomes per sequence, sum of F_k (default 4*(K+1))")
+    g.add_argument("--sampler-c", type=float, help="Saguaro sampling constant C in [0, 1] (default 1)")
+    g.add_argument("--backup", help="neural | fast | auto (default neural)")
+    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    g.add_argument("--batch-size", type=int, help="sequences decoded together (default 1)")
+    g.add_argument("--draft-devices", type=int, help="draft devices sharing the speculation tree (default 1)"
+                   if show_draft_devices else argparse.SUPPRESS)
+
+
+def spec_overrides(args: argparse.Namespace) -> dict:
+    """The SpecConfig fields given as flags, fan-out lists parsed; errors name the flag."""
+    over = {}
+    for name in SPEC_FLAGS:
+        v = getattr(args, name)
+        if v is not None:
+            over[name] = int_list(flag(name), v) if name in ("fanout", "fanout_miss") else v
+    return over
+
+
 def workload_from(args: argparse.Namespace) -> Workload:
     """Workload from the flags; errors name the flag."""
     try:

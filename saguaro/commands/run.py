@@ -7,8 +7,15 @@ import sys
 from dataclasses import fields
 
 from calibration.errors import ConfigError
-from saguaro.commands.common import StagedDir, add_output_args, int_list, print_json, table
-from saguaro.commands.simulate import SPEC_FLAGS
+from saguaro.commands.common import (
+    StagedDir,
+    add_output_args,
+    add_spec_args,
+    flag,
+    print_json,
+    spec_overrides,
+    table,
+)
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
              "threads", "draft_timeout_s", "fallback")
@@ -21,17 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                           "flags override --config.")
     p.add_argument("--config", metavar="FILE", help="RunConfig .toml (top-level RunConfig keys, [spec] table)")
     g = p.add_argument_group("configuration (SpecConfig)")
-    g.add_argument("--mode", help="ar | sd | ssd (default ssd)")
-    g.add_argument("--k", type=int, help="lookahead K (default 4)")
-    g.add_argument("--fanout", help="fan-out F_0..F_K, e.g. 4,3,2,1,1")
-    g.add_argument("--fanout-miss", help="fan-out after a backup speculation")
-    g.add_argument("--fanout-shape", help="geometric | uniform, used when --fanout is not given")
-    g.add_argument("--budget", type=int, help="cached outcomes per sequence, sum of F_k")
-    g.add_argument("--sampler-c", type=float, help="Saguaro sampling constant C in [0, 1]")
-    g.add_argument("--backup", help="neural | fast | auto")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
-    g.add_argument("--batch-size", type=int, help="sequences decoded together (default 1)")
-    g.add_argument("--draft-devices", type=int, help=argparse.SUPPRESS)
+    add_spec_args(g, show_draft_devices=False)  # one draft process, whatever draft_devices says
     r = p.add_argument_group("models, prompts, devices (RunConfig)")
     r.add_argument("--target", metavar="DIR", help="target checkpoint (Hugging Face safetensors folder)")
     r.add_argument("--draft", metavar="DIR", help="draft checkpoint")
@@ -49,21 +46,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def _flag(name: str) -> str:
-    return f"--{name.replace('_', '-')}"
-
-
 def config_from(args: argparse.Namespace):
     """RunConfig from --config and the flags; errors name the flag (or the file and key)."""
     from saguaro_exec import RunConfig
     from saguaro_sim.config import SpecConfig
 
     base = RunConfig.from_toml(args.config) if args.config else RunConfig()
-    spec_over = {}
-    for name in SPEC_FLAGS:
-        v = getattr(args, name)
-        if v is not None:
-            spec_over[name] = int_list(_flag(name), v) if name in ("fanout", "fanout_miss") else v
+    spec_over = spec_overrides(args)
     spec_d = base.spec.to_dict()
     if "k" in spec_over and "fanout" not in spec_over:
         spec_d["fanout"] = spec_d["fanout_miss"] = None
@@ -71,7 +60,7 @@ def config_from(args: argparse.Namespace):
     try:
         spec = SpecConfig.from_dict({**spec_d, **spec_over})
     except ConfigError as e:
-        field = _flag(e.field) if e.field in spec_over else f"{args.config}: spec.{e.field}" if args.config \
+        field = flag(e.field) if e.field in spec_over else f"{args.config}: spec.{e.field}" if args.config \
             else e.field
         raise ConfigError(field, e.problem, e.allowed) from None
     over = {n: getattr(args, n) for n in RUN_FLAGS if getattr(args, n) is not None}
@@ -86,7 +75,7 @@ def config_from(args: argparse.Namespace):
         return RunConfig(**{**kept, **over, "spec": spec})
     except ConfigError as e:
         field = "--prompt" if e.field == "prompts" and "prompts" in over else \
-            _flag(e.field) if e.field in over else f"{args.config}: {e.field}" if args.config else e.field
+            flag(e.field) if e.field in over else f"{args.config}: {e.field}" if args.config else e.field
         raise ConfigError(field, e.problem, e.allowed) from None
 
 

@@ -11,17 +11,17 @@ from saguaro.commands.common import (
     StagedDir,
     add_output_args,
     add_profile_arg,
+    add_spec_args,
     add_workload_args,
-    int_list,
+    flag,
     load_profile,
     print_json,
+    spec_overrides,
     table,
     workload_from,
 )
 from saguaro_sim.config import SpecConfig
 
-SPEC_FLAGS = ("mode", "k", "fanout", "fanout_miss", "budget", "sampler_c", "backup", "temperature",
-              "batch_size", "draft_devices", "fanout_shape")
 METRICS = ("tokens_per_s_per_seq", "throughput", "tokens_per_round", "hit_rate", "verifier_idle_frac",
            "draft_utilization", "rounds", "sim_time_s")
 
@@ -34,17 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_profile_arg(p)
     g = p.add_argument_group("configuration (SpecConfig)")
     g.add_argument("--config", metavar="FILE", help="SpecConfig .toml or .json (flags below override it)")
-    g.add_argument("--mode", help="ar | sd | ssd (default ssd)")
-    g.add_argument("--k", type=int, help="lookahead K: draft tokens per round (default 4)")
-    g.add_argument("--fanout", help="fan-out F_0..F_K, e.g. 4,3,2,1,1 (default: --fanout-shape for the budget)")
-    g.add_argument("--fanout-miss", help="fan-out after a backup speculation (default: same as --fanout)")
-    g.add_argument("--fanout-shape", help="geometric | uniform, used when --fanout is not given")
-    g.add_argument("--budget", type=int, help="cached outcomes per sequence, sum of F_k (default 4*(K+1))")
-    g.add_argument("--sampler-c", type=float, help="Saguaro sampling constant C in [0, 1] (default 1)")
-    g.add_argument("--backup", help="neural | fast | auto (default neural)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
-    g.add_argument("--batch-size", type=int, help="sequences decoded together (default 1)")
-    g.add_argument("--draft-devices", type=int, help="draft devices sharing the speculation tree (default 1)")
+    add_spec_args(g)
     add_workload_args(p)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--no-baselines", action="store_true", help="skip the AR / SD baseline simulations")
@@ -55,12 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def spec_from(args: argparse.Namespace) -> SpecConfig:
     """SpecConfig from --config and the spec flags; errors name the flag (or the file and key)."""
     base = SpecConfig.load(args.config).to_dict() if args.config else {}
-    over = {}
-    for name in SPEC_FLAGS:
-        v = getattr(args, name)
-        if v is not None:
-            over[name] = int_list(f"--{name.replace('_', '-')}", v) if name.startswith("fanout") and \
-                name != "fanout_shape" else v
+    over = spec_overrides(args)
     if "k" in over and "fanout" not in over and base.get("fanout") is not None:
         base["fanout"] = base["fanout_miss"] = None  # a new K invalidates the file's fan-out lists
     if "budget" not in over and ("k" in over or "fanout" in over) and not args.config:
@@ -69,7 +54,7 @@ def spec_from(args: argparse.Namespace) -> SpecConfig:
         return SpecConfig.from_dict({**base, **over})
     except ConfigError as e:
         if e.field in over:
-            raise ConfigError(f"--{e.field.replace('_', '-')}", e.problem, e.allowed) from None
+            raise ConfigError(flag(e.field), e.problem, e.allowed) from None
         if args.config:
             raise ConfigError(f"{args.config}: {e.field}", e.problem, e.allowed) from None
         raise
