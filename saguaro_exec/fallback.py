@@ -16,6 +16,7 @@ from .drafter import Drafter
 from .faults import DraftFault, FaultRecord
 from .rounds import event, new_round
 from .sampling import make_generator, sample, target_probs
+from .sd import sd_rounds
 from .verifier import Verifier
 
 
@@ -27,22 +28,7 @@ def continue_sd(ver: Verifier, draft, k: int, fanout: tuple[int, ...], sampler_c
     dr.done = list(ver.state.done)
     dr.prefill()
     fan = torch.tensor(fanout, dtype=torch.long).expand(len(dr.seqs), -1)
-    rounds, events, r = [], [], r0
-    while not ver.state.all_done():
-        live = [b for b in range(len(dr.seqs)) if not ver.state.done[b]]
-        ctx = [len(ver.state.seqs[b]) for b in live]
-        t0 = now()
-        tokens, q, _ = dr.jit(fan)
-        t1 = now()
-        acc, bonus = ver.verify(tokens, q, r)
-        t2 = now()
-        dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
-        rounds.append(new_round(r, t0, now(), live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
-                                accepted=[int(acc[b]) for b in live], context=ctx, fallback="sd"))
-        events += [event("draft (fallback)", "verifier", t0, t1, round=r),
-                   event("verify", "verifier", t1, t2, round=r)]
-        r += 1
-    return rounds, events
+    return sd_rounds(ver, dr, fan, k, r0, now, fallback="sd")
 
 
 def continue_ar(ver: Verifier, r0: int, now: Callable[[], float]) -> tuple[list[dict], list[dict]]:

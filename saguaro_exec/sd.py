@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -29,6 +30,33 @@ def bonus_ranks(d_logits: torch.Tensor, sent: torch.Tensor, acc: torch.Tensor, b
     return r.tolist()
 
 
+def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, now: Callable[[], float],
+              n_rank: int = 64, fallback: str | None = None) -> tuple[list[dict], list[dict]]:
+    """SD rounds from round ``r0`` until every sequence of ``ver`` is done: K draft steps, one verification.
+    ``fallback`` marks rounds that finish an SSD batch in-process after a draft fault (the draft time is
+    then the verifier's own). Returns (round rows, trace events)."""
+    rounds, events, r = [], [], r0
+    draft_track, extra = ("speculator", {}) if fallback is None else ("verifier", {"fallback": fallback})
+    draft_name = "draft" if fallback is None else "draft (fallback)"
+    while not ver.state.all_done():
+        live = [b for b in range(len(dr.seqs)) if not ver.state.done[b]]
+        ctx = [len(ver.state.seqs[b]) for b in live]
+        t0 = now()
+        tokens, q, d_rows = dr.jit(fan)
+        t1 = now()
+        acc, bonus = ver.verify(tokens, q, r)
+        t2 = now()
+        ranks = bonus_ranks(d_rows, tokens, acc, bonus, n_rank)
+        dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
+        t3 = now()
+        rounds.append(new_round(r, t0, t3, live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
+                                accepted=[int(acc[b]) for b in live],
+                                bonus_rank=[ranks[b] for b in live], context=ctx, **extra))
+        events += [event(draft_name, draft_track, t0, t1, round=r), event("verify", "verifier", t1, t2, round=r)]
+        r += 1
+    return rounds, events
+
+
 def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], k: int,
            fanout: tuple[int, ...], sampler_c: float, max_new: int, temperature: float,
            gens: tuple[torch.Generator, torch.Generator], eos_ids: list[int], t_start: float,
@@ -41,24 +69,7 @@ def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], k:
     start_s = now()
     ver.prefill()
     dr.prefill()
-    rounds, events = [], []
-    r = 0
-    while not ver.state.all_done():
-        live = [b for b in range(len(prompts)) if not ver.state.done[b]]
-        ctx = [len(ver.state.seqs[b]) for b in live]
-        t0 = now()
-        tokens, q, d_rows = dr.jit(fan)
-        t1 = now()
-        acc, bonus = ver.verify(tokens, q, r)
-        t2 = now()
-        ranks = bonus_ranks(d_rows, tokens, acc, bonus, n_rank)
-        dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
-        t3 = now()
-        rounds.append(new_round(r, t0, t3, live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
-                                accepted=[int(acc[b]) for b in live],
-                                bonus_rank=[ranks[b] for b in live], context=ctx))
-        events += [event("draft", "speculator", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r)]
-        r += 1
+    rounds, events = sd_rounds(ver, dr, fan, k, 0, now, n_rank)
     end = now()
     return BatchResult([ver.state.generated(b) for b in range(len(prompts))], rounds, events, start_s,
                        end - start_s, finish_times(ver.state.finish_round, rounds, start_s))
