@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from calibration.errors import ConfigError, check_choice, check_number
+from calibration.hardware import HARDWARE, get_hardware
 from saguaro_sim.config import SpecConfig
 
 from .faults import FALLBACKS, parse_fault
@@ -55,7 +56,9 @@ class RunConfig:
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
     ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
     in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
-    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py)."""
+    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py). ``hardware``: a
+    calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
+    detected from the CUDA device name; on CPU none, peak unknown)."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None
@@ -74,6 +77,7 @@ class RunConfig:
     draft_timeout_s: float = 5.0
     fallback: str = "sd"
     inject_fault: str | None = None
+    hardware: str | None = None   # hardware preset for the roofline fractions (None: detected on CUDA)
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, SpecConfig):
@@ -105,6 +109,11 @@ class RunConfig:
         check_choice("fallback", self.fallback, FALLBACKS)
         if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
             raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
+        if self.hardware is not None:
+            if not isinstance(self.hardware, str):
+                raise ConfigError("hardware", f"expected a preset name, got {type(self.hardware).__name__}",
+                                  ", ".join(HARDWARE))
+            get_hardware(self.hardware)      # ConfigError("hardware", ...) names the known presets
 
     @property
     def resolved_draft_device(self) -> str:
