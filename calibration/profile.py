@@ -21,7 +21,8 @@ class Profile:
     """Target/draft latency models, draft-target link, acceptance model, hit curve and provenance.
 
     link_s: one-way message latency between target and draft (s); link_bytes_per_s: its bandwidth
-    (0 = ignore message size); fast_backup_s: latency of the fast (n-gram/random) backup speculator.
+    (0 = ignore message size); fast_backup_s: latency of the fast (n-gram/random) backup speculator;
+    fast_backup_acceptance: per-position acceptance of its speculations (None: it yields no accepted token).
     """
 
     name: str
@@ -34,6 +35,7 @@ class Profile:
     fast_backup_s: float = 0.0
     vocab_size: int = 128256
     provenance: dict = field(default_factory=dict)
+    fast_backup_acceptance: AcceptanceModel | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -43,6 +45,10 @@ class Profile:
             if not isinstance(getattr(self, f), cls):
                 raise ConfigError(f"profile.{f}", f"expected {cls.__name__}, got {type(getattr(self, f)).__name__}",
                                   cls.__name__)
+        fba = self.fast_backup_acceptance
+        if fba is not None and not isinstance(fba, AcceptanceModel):
+            raise ConfigError("profile.fast_backup_acceptance", f"expected AcceptanceModel, got {type(fba).__name__}",
+                              "AcceptanceModel or None")
         check_number("profile.link_s", self.link_s, 0.0, 10.0)
         check_number("profile.link_bytes_per_s", self.link_bytes_per_s, 0.0)
         check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
@@ -57,10 +63,13 @@ class Profile:
         return self.link_s + (nbytes / self.link_bytes_per_s if self.link_bytes_per_s > 0 else 0.0)
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "name": self.name, "target": self.target.to_dict(),
-                "draft": self.draft.to_dict(), "link_s": self.link_s, "link_bytes_per_s": self.link_bytes_per_s,
-                "fast_backup_s": self.fast_backup_s, "vocab_size": self.vocab_size,
-                "acceptance": self.acceptance.to_dict(), "hits": self.hits.to_dict(), "provenance": self.provenance}
+        d = {"schema_version": SCHEMA_VERSION, "name": self.name, "target": self.target.to_dict(),
+             "draft": self.draft.to_dict(), "link_s": self.link_s, "link_bytes_per_s": self.link_bytes_per_s,
+             "fast_backup_s": self.fast_backup_s, "vocab_size": self.vocab_size,
+             "acceptance": self.acceptance.to_dict(), "hits": self.hits.to_dict(), "provenance": self.provenance}
+        if self.fast_backup_acceptance is not None:  # absent in older profiles: written only when known
+            d["fast_backup_acceptance"] = self.fast_backup_acceptance.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Profile:
@@ -70,7 +79,7 @@ class Profile:
             if key not in d:
                 raise ConfigError(f"profile.{key}", "missing", ", ".join(required))
         known = {"schema_version", "name", "target", "draft", "link_s", "link_bytes_per_s", "fast_backup_s",
-                 "vocab_size", "acceptance", "hits", "provenance"}
+                 "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"profile.{unknown[0]}", "unknown key", ", ".join(sorted(known)))
@@ -81,7 +90,8 @@ class Profile:
                    draft=LatencyModel.from_dict(d["draft"], "profile.draft"), link_s=d.get("link_s", 0.0),
                    acceptance=AcceptanceModel.from_dict(d["acceptance"]), hits=HitCurve.from_dict(d["hits"]),
                    link_bytes_per_s=d.get("link_bytes_per_s", 0.0), fast_backup_s=d.get("fast_backup_s", 0.0),
-                   vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})))
+                   vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})),
+                   fast_backup_acceptance=_optional_acceptance(d.get("fast_backup_acceptance")))
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically (temp file + rename)."""
@@ -97,6 +107,15 @@ class Profile:
             raise ConfigError(f"{path}: {e.field}", e.problem, e.allowed) from None
         except (TypeError, AttributeError) as e:
             raise ConfigError(str(path), f"malformed profile ({e})", "a profile written by saguaro") from None
+
+
+def _optional_acceptance(d: object) -> AcceptanceModel | None:
+    if d is None:
+        return None
+    try:
+        return AcceptanceModel.from_dict(d)
+    except ConfigError as e:
+        raise ConfigError(f"profile.fast_backup_{e.field}", e.problem, e.allowed) from None
 
 
 def list_presets() -> list[str]:
