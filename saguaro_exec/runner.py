@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .model import KVCache, Transformer, causal_mask
+from .model import Transformer, causal_mask
 
 
 class CachedModel:
@@ -17,7 +17,7 @@ class CachedModel:
     def __init__(self, model: Transformer, batch: int, capacity: int) -> None:
         self.model = model
         self.device = model.device
-        self.cache = KVCache(model.config, batch, capacity, model.device, model.dtype)
+        self.cache = model.new_cache(batch, capacity)     # a TPTarget (tp.py) makes its sharded cache here
         self.batch, self.capacity = batch, capacity
 
     @torch.inference_mode()
