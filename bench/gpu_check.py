@@ -25,6 +25,7 @@ import torch  # noqa: E402
 from calibration import Measurements, fit, roofline  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.shapes import ModelShape, get_shape  # noqa: E402
+from calibration.traffic import achieved_rates, forward_traffic  # noqa: E402
 from saguaro_exec.microbench import LatencyGrid, profile_latency, profile_link  # noqa: E402
 from saguaro_exec.model import ModelConfig, random_model  # noqa: E402
 
@@ -223,19 +224,23 @@ def fit_and_compare() -> dict:
 
 @step("decode_bandwidth")
 def decode_bandwidth() -> list[dict]:
-    """Achieved HBM bandwidth of decode steps: (weights + KV read) / time, vs the measured copy ceiling."""
+    """Achieved HBM bandwidth and FLOP/s of decode steps (calibration.traffic: weights + KV read + KV written
+    + logits), as fractions of the H200 datasheet peaks and of the measured copy ceiling."""
     ceil = (RESULTS["steps"].get("ceilings") or {}).get("result", {}).get("copy_bytes_per_s", float("nan"))
+    dtype_bytes = 2 if DTYPE == torch.bfloat16 else 4
     out = []
     for who, shape, rows in (("target", TARGET, RESULTS["steps"]["latency_target"]["result"]),
                              ("draft", DRAFT, RESULTS["steps"]["latency_draft"]["result"])):
-        kv_per_tok = shape.layers * 2 * shape.kv_heads * shape.head_dim * 2
         for r in rows:
             if r["new_tokens"] != 1:
                 continue
-            nbytes = shape.streamed_params() * 2 + r["batch"] * r["context"] * kv_per_tok
-            bw = nbytes / r["median_s"]
+            traffic = forward_traffic(shape, r["batch"], 1, r["context"], dtype_bytes)
+            rates = achieved_rates(traffic, r["median_s"], HW)
             out.append({"who": who, "batch": r["batch"], "context": r["context"], "median_s": r["median_s"],
-                        "bytes": nbytes, "bytes_per_s": bw, "fraction_of_copy_ceiling": bw / ceil})
+                        "bytes": traffic.bytes, "bytes_per_s": rates["bytes_per_s"],
+                        "flops_per_s": rates["flops_per_s"], "fraction_of_hbm_peak": rates["bandwidth_fraction"],
+                        "fraction_of_flops_peak": rates["flops_fraction"],
+                        "fraction_of_copy_ceiling": rates["bytes_per_s"] / ceil})
     return out
 
 
@@ -260,6 +265,10 @@ def run_row(model: str, mode: str, batch: int, rep) -> dict:
     row = {"model": model, "mode": mode, "batch": batch, "tokens_per_s": rep.tokens_per_s,
            "tokens_per_round": rep.mean_tokens_per_round, "hit_rate": rep.hit_rate, "wait_share": rep.wait_share,
            "ceiling_tokens_per_s": rep.ceiling_tokens_per_s, "wall_s": rep.wall_s}
+    for side, a in rep.achieved.items():     # achieved bandwidth / FLOP/s of the run's forwards vs the peaks
+        if a:
+            row[f"{side}_achieved"] = {k: a[k] for k in ("phase", "peak", "bytes_per_s", "flops_per_s",
+                                                          "bandwidth_fraction", "flops_fraction")}
     log(json.dumps(row))
     return row
 

@@ -36,27 +36,35 @@ def paper_hits(c: float = 0.27, r: float = 0.53) -> HitCurve:
     return HitCurve(table, dict(PAPER_MISS_C))
 
 
-def roofline_params(hardware: str | Hardware, shape: str | ModelShape, tp: int = 1, dtype_bytes: float = 2,
-                    efficiency: float | None = None) -> dict:
-    """The `roofline` LatencyModel parameters for one model on `tp` devices of one hardware type."""
-    hw, m = get_hardware(hardware), get_shape(shape)
+def model_costs(shape: str | ModelShape, tp: int = 1, dtype_bytes: float = 2) -> dict[str, float]:
+    """Per-device byte and FLOP counts of one model on `tp` devices: weight_bytes (streamed by every
+    forward: layers + LM head, vocab-parallel), flops_per_token (2 x those weights), kv_bytes_per_token
+    (K and V of all layers for one token), attn_flops_per_ctx (QK^T and PV per query-key pair)."""
+    m = get_shape(shape)
     check_number("tp", tp, 1, 64, integer=True)
     check_number("dtype_bytes", dtype_bytes, 0.25, 8)
-    eff = hw.efficiency if efficiency is None else check_number("efficiency", efficiency, 0.0, 1.0, lo_open=True)
     kv_dev = m.kv_heads_per_device(tp)
     layer = (m.hidden * m.head_dim * (2 * m.heads / tp + 2 * kv_dev) + 3 * m.hidden * m.intermediate / tp
              + 2 * m.hidden)
     params_dev = m.layers * layer + m.vocab * m.hidden / tp + m.hidden  # layers + LM head (vocab-parallel)
+    return {"weight_bytes": float(params_dev * dtype_bytes),
+            "flops_per_token": float(2 * params_dev),
+            "kv_bytes_per_token": float(2 * m.layers * kv_dev * m.head_dim * dtype_bytes),
+            "attn_flops_per_ctx": float(4 * m.layers * (m.heads / tp) * m.head_dim)}
+
+
+def roofline_params(hardware: str | Hardware, shape: str | ModelShape, tp: int = 1, dtype_bytes: float = 2,
+                    efficiency: float | None = None) -> dict:
+    """The `roofline` LatencyModel parameters for one model on `tp` devices of one hardware type."""
+    hw, m = get_hardware(hardware), get_shape(shape)
+    costs = model_costs(m, tp, dtype_bytes)
+    eff = hw.efficiency if efficiency is None else check_number("efficiency", efficiency, 0.0, 1.0, lo_open=True)
     if tp > 1:  # two all-reduces per layer (after attention and after the MLP), ring algorithm
         comm_base = 2 * m.layers * hw.allreduce_latency_s
         comm_per_token = 2 * m.layers * (2 * (tp - 1) / tp) * m.hidden * dtype_bytes / hw.nvlink_bw
     else:
         comm_base = comm_per_token = 0.0
-    return {"weight_bytes": float(params_dev * dtype_bytes),
-            "flops_per_token": float(2 * params_dev),
-            "kv_bytes_per_token": float(2 * m.layers * kv_dev * m.head_dim * dtype_bytes),
-            "attn_flops_per_ctx": float(4 * m.layers * (m.heads / tp) * m.head_dim),
-            "peak_flops": float(hw.peak_flops), "mem_bw": float(hw.mem_bw), "efficiency": float(eff),
+    return {**costs, "peak_flops": float(hw.peak_flops), "mem_bw": float(hw.mem_bw), "efficiency": float(eff),
             "overhead_s": float(hw.fixed_s + m.layers * hw.launch_s_per_layer),
             "comm_base_s": float(comm_base), "comm_per_token_s": float(comm_per_token)}
 

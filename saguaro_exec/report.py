@@ -28,6 +28,7 @@ class RunReport:
     measurements: Measurements
     events: list[dict] = field(default_factory=list, repr=False)
     faults: list[dict] = field(default_factory=list)    # draft faults survived (faults.FaultRecord dicts)
+    achieved: dict = field(default_factory=dict)  # {"target"|"draft": bytes/s, FLOP/s, roofline fractions}
 
     def summary(self) -> dict:
         """The headline numbers as a flat dict (no per-round data)."""
@@ -35,7 +36,24 @@ class RunReport:
                 self.mean_tokens_per_round, "acceptance_per_position": self.acceptance_per_position,
                 "hit_rate": self.hit_rate, "wait_share": self.wait_share,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "wall_s": self.wall_s,
-                "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults}
+                "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults, "achieved": self.achieved}
+
+    def achieved_rows(self) -> list[list]:
+        """Table rows: achieved GB/s and GFLOP/s per side, and their share of the device peak."""
+        rows = []
+        for side in ("target", "draft"):
+            a = self.achieved.get(side)
+            if not a:
+                continue
+            name = f"{side} {a['phase']}"
+            if a["bandwidth_fraction"] is None:
+                share = "peak unknown"
+            else:
+                share = (f"{a['bandwidth_fraction'] * 100:.3g}% HBM, {a['flops_fraction'] * 100:.3g}% FLOP/s "
+                         f"({a['peak']})")
+            rows += [[f"{name} GB/s", a["bytes_per_s"] / 1e9], [f"{name} GFLOP/s", a["flops_per_s"] / 1e9],
+                     [f"{name} of peak", share]]
+        return rows
 
     def to_dict(self) -> dict:
         return {**self.summary(), "tokens_per_s_per_seq": self.tokens_per_s_per_seq, "texts": self.texts,

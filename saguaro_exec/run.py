@@ -15,6 +15,7 @@ import torch
 from calibration.errors import ConfigError
 from calibration.measurements import Measurements
 
+from .achieved import achieved, resolve_hardware, shape_dict
 from .ar import run_ar
 from .draft_process import DraftArgs, load_source
 from .draft_worker import WorkerSpec
@@ -123,7 +124,11 @@ def _run(config: RunConfig) -> RunReport:
             "draft_device": ddev, "dtype": str(dtype), "threads": threads, "seed": config.seed,
             "max_new_tokens": config.max_new_tokens, "draft_pid": draft_pid,
             "draft_processes": 1 if spec.mode == "ssd" else 0,   # draft_devices > 1 still runs one
-            "machine": platform.node(),
+            "machine": platform.node(), "dtype_bytes": dtype.itemsize,
+            "target_shape": shape_dict(target.config, "target"),
+            "draft_shape": shape_dict(_config_of(draft_src), "draft") if spec.mode != "ar" else None,
+            "hardware": resolve_hardware(config.hardware, config.device),
+            "draft_hardware": resolve_hardware(config.hardware, ddev) if spec.mode != "ar" else None,
             "torch": torch.__version__, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     try:
         if spec.mode == "ar":
@@ -197,12 +202,16 @@ def _check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
                               f"fewer than max_position_embeddings = {context} tokens")
 
 
-def _vocab_of(src: object) -> int:
+def _config_of(src: object):
     if isinstance(src, str | os.PathLike):
         from .model import read_config
 
-        return read_config(src).vocab_size
-    return src.config.vocab_size
+        return read_config(src)
+    return src.config
+
+
+def _vocab_of(src: object) -> int:
+    return _config_of(src).vocab_size
 
 
 def _check_vocab(target_vocab: int, draft_vocab: int) -> None:
@@ -225,4 +234,5 @@ def _report(mode: str, k: int, results: list[BatchResult], tok, meta: dict, fb: 
     faults = [f.to_dict() for f in fb.faults]
     meas = Measurements(meta={**meta, "faults": faults}, rounds=rounds, totals=totals)
     return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas,
-                     events=[e for r in results for e in r.events], faults=faults, **s)
+                     events=[e for r in results for e in r.events], faults=faults,
+                     achieved=achieved(mode, k, rounds, meta), **s)

@@ -18,7 +18,7 @@ from saguaro.commands.common import (
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
-             "threads", "draft_timeout_s", "fallback")
+             "threads", "draft_timeout_s", "fallback", "hardware")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -42,6 +42,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--threads", type=int, help="torch threads per process (default 1)")
     r.add_argument("--draft-timeout-s", type=float, help="seconds the verifier waits for a draft reply (default 5)")
     r.add_argument("--fallback", help="after a draft fault: sd | ar | none (default sd)")
+    r.add_argument("--hardware", help="hardware preset for the achieved-vs-peak shares: a100 | h100 | h200 | "
+                                      "b200 | mi300x (default: detected on CUDA; on CPU peak unknown)")
     add_output_args(p)
     return p
 
@@ -105,6 +107,7 @@ def main(args: argparse.Namespace) -> int:
     s = report.summary()
     rows = [[k, s[k]] for k in ("tokens_per_s", "mean_tokens_per_round", "hit_rate", "wait_share",
                                 "ceiling_tokens_per_s", "wall_s", "tokens")]
+    rows[1:1] = report.achieved_rows()          # next to tokens/s
     print(table(rows, ["metric", config.spec.mode]))
     for f in report.faults:
         print(f"draft fault: {f['kind']} in batch {f['batch']} round {f['round']} at {f['time_s']:.2f}s "
