@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from calibration.errors import ConfigError
-from calibration.fit_acceptance import RunRounds, fit_acceptance
+from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import effective_link_s, executor_rows, fit_latency, fit_overhead, with_overhead
 from calibration.measurements import Measurements
@@ -89,6 +89,15 @@ def _fast_backup_s(runs: list[RunRounds]) -> float | None:
     return float(np.median(times)) if times else None
 
 
+def ssd_phases(runs: list[RunRounds]) -> dict:
+    """Mean measured phases of steady SSD rounds (s): the verifier's wait, verify and send (msg) and the
+    draft's reply; wait + msg is what the effective message time covers when verification binds."""
+    rows = [row for r in runs if r.mode == "ssd" for row in steady_rounds(r)]
+    keys = ("wait_s", "verify_s", "msg_s", "draft_reply_s", "backup_s")
+    return {"n": len(rows), **{f"mean_{k}": float(np.mean([float(row.get(k) or 0.0) for row in rows]))
+                               for k in keys if rows}}
+
+
 def _first(metas: list[dict], key: str) -> object:
     return next((m[key] for m in metas if m.get(key) is not None), None)
 
@@ -142,7 +151,8 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     on sampling (temperature > 0 costs more): mode / temperature pick the runs they are calibrated from,
     for a profile that predicts that kind of run best (default: all runs). With mode given, acceptance and
     hits also come from that mode's runs where a temperature has them (SSD's primary speculations follow
-    cache hits, so their acceptance differs from SD's).
+    cache hits, so their acceptance differs from SD's). The fast backup's acceptance comes from every SSD
+    run with the fast backup (its n-gram proposals do not depend on the mode's costs).
     """
     if not measurements:
         raise ConfigError("measurements", "nothing to fit", "one or more Measurements")
@@ -192,12 +202,17 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
             if eff[who] and f"{who}_fit" in prov and "cv_mape" in prov[f"{who}_fit"]:
                 xs, over, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
                 models[who] = with_overhead(models[who], xs, over)
-        m_eff, prov["link_executor"] = effective_link_s(runs_like(runs, "ssd", temperature), link_s)
+        ssd_like = runs_like(runs, "ssd", temperature)
+        m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s)
+        prov["link_executor"]["measured"] = ssd_phases(ssd_like)
         if m_eff is not None:
             prov["link_microbench_s"] = link_s
             link_s, bps = m_eff, 0.0
     fast = _fast_backup_s(runs)
     fast = fast if fast is not None else (base.fast_backup_s if base else 0.0)
+    fast_acc, prov["fast_backup_fit"] = fit_fast_backup(runs)
+    if fast_acc is None and base is not None:
+        fast_acc = base.fast_backup_acceptance
     vocab = _first(metas, "vocab_size") or (base.vocab_size if base else 128256)
     prov["samples"] = {"latency_rows": {w: sum(r.get("who") == w for r in rows) for w in ("target", "draft")},
                        "link_rows": len(links), "runs": len(runs),
@@ -207,4 +222,4 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         name = f"fit-{host or 'machine'}"
     return Profile(name=name, target=models["target"], draft=models["draft"], link_s=min(link_s, 10.0),
                    acceptance=acceptance, hits=hits, link_bytes_per_s=bps, fast_backup_s=min(fast, 10.0),
-                   vocab_size=int(vocab), provenance=prov)
+                   vocab_size=int(vocab), provenance=prov, fast_backup_acceptance=fast_acc)

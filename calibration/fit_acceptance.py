@@ -35,17 +35,30 @@ def _seq_values(row: dict, key: str, n: int, default: object) -> list:
     return [v] * n
 
 
-def primary_lengths(run: RunRounds) -> list[int]:
-    """Accepted lengths of sequence-rounds whose speculation came from the primary speculator."""
+def steady_rounds(run: RunRounds) -> list[dict]:
+    """Rounds after each batch's first one (that one holds the prefill and the first speculation)."""
+    seen, out = set(), []
+    for row in run.rounds:
+        b = row.get("batch_index", 0)
+        if b in seen:
+            out.append(row)
+        seen.add(b)
+    return out
+
+
+def speculation_lengths(run: RunRounds, from_backup: bool = False) -> list[int]:
+    """Accepted lengths of sequence-rounds whose speculation came from the primary speculator (or, with
+    from_backup=True, from the backup, over steady rounds: the first speculation is left out)."""
     out = []
+    steady = {id(row) for row in steady_rounds(run)}
     for i, row in enumerate(run.rounds):
         acc = row.get("accepted")
-        if acc is None:
+        if acc is None or (from_backup and id(row) not in steady):
             continue
         acc = acc if isinstance(acc, list | tuple) else [acc]
         backup = _seq_values(row, "from_backup", len(acc), False)
         for a, b in zip(acc, backup):
-            if b:
+            if bool(b) != from_backup:
                 continue
             if not 0 <= int(a) <= run.k:
                 raise ConfigError(f"rounds[{i}].accepted", f"{a} outside 0..k", f"0..{run.k}")
@@ -53,12 +66,17 @@ def primary_lengths(run: RunRounds) -> list[int]:
     return out
 
 
-def _counts(runs: list[RunRounds]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def primary_lengths(run: RunRounds) -> list[int]:
+    """Accepted lengths of sequence-rounds whose speculation came from the primary speculator."""
+    return speculation_lengths(run, False)
+
+
+def _counts(runs: list[RunRounds], from_backup: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Trials and successes per position 1..Kmax (censored at each run's K), plus a length histogram."""
     kmax = max(r.k for r in runs)
     trials, succ, hist = np.zeros(kmax + 1), np.zeros(kmax + 1), np.zeros(kmax + 1)
     for run in runs:
-        for a in primary_lengths(run):
+        for a in speculation_lengths(run, from_backup):
             hist[a] += 1
             for i in range(1, min(a + 1, run.k) + 1):
                 trials[i] += 1
@@ -116,3 +134,29 @@ def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
     info = {"by_temperature": {str(t): {str(c): s for c, s in st.items()} for t, st in info_t.items()},
             "reference_c": {str(t): c for t, c in ref_c.items()}, "c_effect": {str(c): m for c, m in c_effect.items()}}
     return AcceptanceModel(by_t, c_effect), info
+
+
+def fit_fast_backup(runs: list[RunRounds]) -> tuple[AcceptanceModel | None, dict]:
+    """Per-position acceptance of the fast (n-gram) backup's speculations at each temperature, from SSD runs
+    with backup "fast" (rounds with from_backup). Its proposals do not depend on K or C, so every such run
+    at a temperature is pooled (censored at its K). Positions past the well-sampled ones get one rate pooled
+    over them all (an n-gram copy that got going tends to continue: the last sampled rate would understate
+    it). None when no temperature has MIN_TRIALS of them."""
+    groups: dict[float, list[RunRounds]] = defaultdict(list)
+    for r in runs:
+        if r.mode == "ssd" and r.backup == "fast":
+            groups[float(r.temperature)].append(r)
+    by_t, info = {}, {}
+    for t, rs in sorted(groups.items()):
+        trials, succ, hist = _counts(rs, from_backup=True)
+        if hist.sum() < MIN_TRIALS:
+            continue
+        rates = rates_from_counts(trials, succ)
+        tail = slice(len(rates) + 1, None)
+        if trials[tail].sum() > 0:
+            rates.append(float(succ[tail].sum() / trials[tail].sum()))
+        by_t[t] = tuple(rates)
+        info[str(t)] = {"rates": list(by_t[t]), "trials": trials[1:].tolist(), "hist": hist.tolist(),
+                        "n": int(hist.sum()), "k": sorted({r.k for r in rs}),
+                        "mean_accepted": float(np.dot(np.arange(len(hist)), hist) / hist.sum())}
+    return (AcceptanceModel(by_t) if by_t else None), {"by_temperature": info}

@@ -68,37 +68,39 @@ def _shrunk(pairs: list[tuple], top_n: int, prior: np.ndarray) -> np.ndarray:
     return (n * own + SHRINK * prior) / (n + SHRINK)
 
 
-def fit_source(pairs: list[tuple[int, int, bool, int]], top_n: int, k_final: int | None) -> tuple[dict, dict]:
-    """HitCurve spec {"c", "r", "table"} for one (temperature, C, source) and its fit info.
+def fit_source(pairs: list[tuple[int, int, bool, int]], top_n: int, k_max: int | None = None,
+               final_prior: np.ndarray | None = None) -> tuple[dict, dict]:
+    """HitCurve spec {"c", "r", "table", "final"?} for one (temperature, C, source) and its fit info.
 
-    Table rows 0..K-1 come from rejection outcomes (each shrunk toward their pooled table); row k_final (the
-    largest SSD K of the group) from the all-accepted outcomes of runs at that K. HitCurve has no separate
-    all-accepted entry, so that row is wrong for configs with a larger K, and configs with a smaller K read
-    a rejection row at their K (pessimistic): calibrate at the largest K you will plan for. The power law is
-    fitted to all outcomes pooled.
+    Table rows 0..k_max-1 (k_max: the largest SSD K of the group) come from rejection outcomes, each shrunk
+    toward their pooled table. "final" is the all-accepted outcome (k = K) of every run, whatever its K:
+    the bonus then comes from the target's next-token distribution after the whole speculation, so configs
+    at any K read it (shrunk toward `final_prior`, the temperature's all-accepted table over both sources,
+    when given). The power law is fitted to all outcomes pooled.
     """
     pooled = hit_table(pairs, top_n)
     rej = [p for p in pairs if not p[2]]
-    fin = [p for p in pairs if p[2] and p[3] == k_final]
+    fin = [p for p in pairs if p[2]]
     pooled_rej = hit_table(rej, top_n) if rej else pooled
-    last = max((p[0] for p in rej), default=0)
-    if k_final is not None and fin:
-        last = max(last, k_final - 1)
+    last = max(max((p[0] for p in rej), default=0), (k_max or 1) - 1)
     table = [_shrunk([p for p in rej if p[0] == k], top_n, pooled_rej) for k in range(last + 1)]
-    if k_final is not None and fin:
-        table.append(hit_table(fin, top_n))
     law = fit_power_law(pooled, len(pairs))
     spec = {"c": law["c"], "r": law["r"], "table": [[float(v) for v in row] for row in table]}
-    info = {**law, "n": len(pairs), "top_n": top_n, "k_final": k_final if fin else None,
+    if final_prior is not None:
+        spec["final"] = [float(v) for v in _shrunk(fin, top_n, final_prior)]
+    elif fin:
+        spec["final"] = [float(v) for v in hit_table(fin, top_n)]
+    info = {**law, "n": len(pairs), "top_n": top_n,
             "samples_by_position": [sum(1 for p in rej if p[0] == k) for k in range(last + 1)],
-            "final_n": len(fin), "pooled_hit": [float(v) for v in pooled],
+            "final_n": len(fin), "final_ks": sorted({p[3] for p in fin}), "pooled_hit": [float(v) for v in pooled],
             "rejection_hit": [float(v) for v in pooled_rej],
             "final_hit": [float(v) for v in hit_table(fin, top_n)] if fin else None}
     return spec, info
 
 
 def fit_hits(runs: list[RunRounds]) -> tuple[HitCurve, dict]:
-    """Hit curves per temperature (largest C there) for primary and backup, with a miss multiplier per lower C."""
+    """Hit curves per temperature (largest C there) for primary and backup, each with its all-accepted entry,
+    and a miss multiplier per lower C."""
     groups: dict[float, dict[float, list[RunRounds]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         if r.mode != "ar":
@@ -116,8 +118,10 @@ def fit_hits(runs: list[RunRounds]) -> tuple[HitCurve, dict]:
                 continue
             ranks = [p[1] for ps in pairs.values() for p in ps]
             top_n = min((r.top_n for r in rs if r.top_n), default=max(DEFAULT_TOP_N, max(ranks) + 1))
-            k_final = max((r.k for r in rs if r.mode == "ssd"), default=None)
-            fitted[c] = {src: fit_source(ps, top_n, k_final) for src, ps in pairs.items() if ps}
+            k_max = max((r.k for r in rs if r.mode == "ssd"), default=None)
+            fin = [p for ps in pairs.values() for p in ps if p[2]]
+            prior = hit_table(fin, top_n) if fin else None  # all accepted: one regime for both sources
+            fitted[c] = {src: fit_source(ps, top_n, k_max, prior) for src, ps in pairs.items() if ps}
         if not fitted:
             continue
         ref = max(fitted)

@@ -16,8 +16,12 @@ SOURCES = ("primary", "backup")
 class HitCurve:
     """miss(F) = c * F^(-r) (Definition 11), or an empirical table hit[position][F] with a power-law tail.
 
-    by_temperature[T][source] = {"c", "r", optional "table": [[hit(F=0..N)] per accepted length k]};
-    source "primary" is a speculation built by the primary speculator, "backup" one built after a miss.
+    by_temperature[T][source] = {"c", "r", optional "table": [[hit(F=0..N)] per accepted length k],
+    optional "final": [hit(F=0..N)]}; source "primary" is a speculation built by the primary speculator,
+    "backup" one built after a miss. "table" rows are for rejections at position k (the bonus comes from
+    the residual); "final" is the all-accepted outcome k = K (the bonus comes from the target's next-token
+    distribution after the whole speculation: a different, easier regime), read when the caller passes the
+    lookahead k. Without "final" the table row (or power law) at position K is used.
     c_effect maps Saguaro C to a multiplier on the miss probability (lower C: fewer misses).
     """
 
@@ -48,19 +52,21 @@ class HitCurve:
         return cls({0.0: {"primary": primary, "backup": backup}}, c_effect or {})
 
     def miss(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
-             sampler_c: float = 1.0) -> float:
-        """P(bonus token not cached) when `fanout` candidates are cached at accepted length `position`."""
+             sampler_c: float = 1.0, k: int | None = None) -> float:
+        """P(bonus token not cached) when `fanout` candidates are cached at accepted length `position`;
+        with the lookahead k given, position k (all accepted) reads the all-accepted entry when there is one."""
         if fanout <= 0:
             return 1.0
         src = "backup" if backup else "primary"
+        final = k is not None and position >= k
         lo, hi, w = pick_temperature(self.by_temperature, temperature)
-        m = (1 - w) * _miss(lo[src], fanout, position) + w * _miss(hi[src], fanout, position)
+        m = (1 - w) * _miss(lo[src], fanout, position, final) + w * _miss(hi[src], fanout, position, final)
         return float(min(1.0, max(0.0, m * c_multiplier(self.c_effect, sampler_c))))
 
     def hit(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
-            sampler_c: float = 1.0) -> float:
+            sampler_c: float = 1.0, k: int | None = None) -> float:
         """1 - miss."""
-        return 1.0 - self.miss(fanout, position, temperature, backup, sampler_c)
+        return 1.0 - self.miss(fanout, position, temperature, backup, sampler_c, k)
 
     def to_dict(self) -> dict:
         return {"by_temperature": {str(t): v for t, v in self.by_temperature.items()},
@@ -75,29 +81,39 @@ class HitCurve:
 
 def _check_spec(spec: object, where: str) -> dict:
     if not isinstance(spec, dict) or "c" not in spec or "r" not in spec:
-        raise ConfigError(where, "needs power-law 'c' and 'r'", "{c >= 0, r >= 0, table?}")
+        raise ConfigError(where, "needs power-law 'c' and 'r'", "{c >= 0, r >= 0, table?, final?}")
     out = {"c": float(check_number(f"{where}.c", spec["c"], 0.0, 10.0)),
            "r": float(check_number(f"{where}.r", spec["r"], 0.0, 10.0))}
     if spec.get("table") is not None:
-        rows = []
         table = spec["table"]
         if not isinstance(table, list | tuple) or not all(isinstance(row, list | tuple) for row in table):
             raise ConfigError(f"{where}.table", "must be a list of rows (one per position)",
                               "[[hit rate by fan-out 0, 1, ...], ...]")
-        for k, row in enumerate(table):
-            arr = [float(check_number(f"{where}.table[{k}][{f}]", h, 0.0, 1.0)) for f, h in enumerate(row)]
-            if any(b < a - 1e-12 for a, b in zip(arr, arr[1:])):
-                raise ConfigError(f"{where}.table[{k}]", "hit rate must not decrease with fan-out",
-                                  "non-decreasing values in [0, 1]")
-            rows.append(arr)
-        out["table"] = rows
+        out["table"] = [_check_row(row, f"{where}.table[{k}]") for k, row in enumerate(table)]
+    if spec.get("final") is not None:
+        if not isinstance(spec["final"], list | tuple) or not spec["final"]:
+            raise ConfigError(f"{where}.final", "must be one non-empty row", "[hit rate by fan-out 0, 1, ...]")
+        out["final"] = _check_row(spec["final"], f"{where}.final")
     return out
 
 
-def _miss(spec: dict, fanout: float, position: int) -> float:
+def _check_row(row: list | tuple, where: str) -> list[float]:
+    arr = [float(check_number(f"{where}[{f}]", h, 0.0, 1.0)) for f, h in enumerate(row)]
+    if any(b < a - 1e-12 for a, b in zip(arr, arr[1:])):
+        raise ConfigError(where, "hit rate must not decrease with fan-out", "non-decreasing values in [0, 1]")
+    return arr
+
+
+def _miss(spec: dict, fanout: float, position: int, final: bool = False) -> float:
+    law = min(1.0, spec["c"] * fanout ** (-spec["r"]))
+    row = spec.get("final") if final else None
+    if row:  # the all-accepted entry; beyond its last fan-out the hit rate stays at least its last value
+        if fanout <= len(row) - 1:
+            return 1.0 - float(np.interp(fanout, np.arange(len(row)), row))
+        return min(law, 1.0 - row[-1])
     table = spec.get("table")
     if table:
         row = table[min(position, len(table) - 1)]
         if fanout <= len(row) - 1:
             return 1.0 - float(np.interp(fanout, np.arange(len(row)), row))
-    return min(1.0, spec["c"] * fanout ** (-spec["r"]))
+    return law

@@ -4,6 +4,9 @@ Time model (shared with the simulator; seconds): verify = target(b, K+1, L); AR 
 SD round = K * draft(b, 1, L) + verify; SSD cache build on each draft device = draft(b, K+1, L) (glue)
 + K * draft(b, ceil(budget / draft_devices), L) (tree steps); neural backup = K * draft(b, 1, L); fast
 backup = profile.fast_backup_s; one message each way = profile.message_s(bytes). L = mean context.
+Probability model: accepted lengths from profile.acceptance (a fast-backup speculation's from
+profile.fast_backup_acceptance, none accepted when absent); P(hit) from profile.hits at the fan-out
+allocated at each accepted length, the all-accepted outcome k = K from its own entry.
 """
 
 from __future__ import annotations
@@ -85,24 +88,31 @@ def resolve_fanouts(profile: Profile, spec: SpecConfig) -> tuple[tuple[int, ...]
     return spec.resolve_fanout(alpha, hit_exponent(profile, spec.temperature))
 
 
-def accept_pmfs(profile: Profile, spec: SpecConfig, fast: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Accepted-length pmfs (0..K) of a primary speculation and of a backup one (fast backup: always 0)."""
-    pmf = profile.acceptance.length_pmf(spec.k, spec.temperature, spec.sampler_c)
-    if not fast:
-        return pmf, pmf
-    delta = np.zeros(spec.k + 1)
+def fast_backup_pmf(profile: Profile, k: int, temperature: float) -> np.ndarray:
+    """Accepted-length pmf (0..k) of a fast-backup speculation: from profile.fast_backup_acceptance when
+    measured (the n-gram proposer is sometimes accepted in full), else nothing accepted."""
+    if profile.fast_backup_acceptance is not None:
+        return profile.fast_backup_acceptance.length_pmf(k, temperature)
+    delta = np.zeros(k + 1)
     delta[0] = 1.0
-    return pmf, delta
+    return delta
+
+
+def accept_pmfs(profile: Profile, spec: SpecConfig, fast: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Accepted-length pmfs (0..K) of a primary speculation and of a backup one (see fast_backup_pmf)."""
+    pmf = profile.acceptance.length_pmf(spec.k, spec.temperature, spec.sampler_c)
+    return (pmf, fast_backup_pmf(profile, spec.k, spec.temperature)) if fast else (pmf, pmf)
 
 
 def hit_table(profile: Profile, spec: SpecConfig) -> np.ndarray:
     """hit[s, k]: P(hit) when the verified speculation came from source s (0 primary, 1 backup) and k
-    tokens were accepted, using the fan-out actually allocated at k (primary or after-miss schedule)."""
+    tokens were accepted, using the fan-out actually allocated at k (primary or after-miss schedule);
+    k = K reads the hit curve's all-accepted entry."""
     primary, after_miss = resolve_fanouts(profile, spec)
     h = profile.hits.hit
-    t, c = spec.temperature, spec.sampler_c
-    return np.array([[h(primary[k], k, t, False, c) for k in range(spec.k + 1)],
-                     [h(after_miss[k], k, t, True, c) for k in range(spec.k + 1)]])
+    t, c, k_max = spec.temperature, spec.sampler_c, spec.k
+    return np.array([[h(primary[k], k, t, False, c, k_max) for k in range(k_max + 1)],
+                     [h(after_miss[k], k, t, True, c, k_max) for k in range(k_max + 1)]])
 
 
 def expected_p_hit(profile: Profile, spec: SpecConfig, fanout: tuple[int, ...] | None = None,
@@ -117,7 +127,7 @@ def expected_p_hit(profile: Profile, spec: SpecConfig, fanout: tuple[int, ...] |
         raise ConfigError("fanout", f"has {len(fanout)} entries but k = {spec.k} needs {spec.k + 1}",
                           f"list of k+1 = {spec.k + 1} integers >= 0")
     h = profile.hits.hit
-    return float(sum(pmf[k] * h(fanout[k], k, spec.temperature, backup, spec.sampler_c)
+    return float(sum(pmf[k] * h(fanout[k], k, spec.temperature, backup, spec.sampler_c, spec.k)
                      for k in range(spec.k + 1) if pmf[k] > 0))
 
 

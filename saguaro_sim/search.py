@@ -11,6 +11,7 @@ from calibration.acceptance import AcceptanceModel
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hits import HitCurve
 from calibration.profile import Profile
+from saguaro_sim.analytic import fast_backup_pmf
 from saguaro_sim.config import BACKUPS, MODES, SpecConfig
 from saguaro_sim.fanout import exact_fanouts
 
@@ -110,30 +111,33 @@ def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: f
                     backup: str, memo: dict | None = None) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
     """Exact integer fan-outs {budget: (primary, after-miss)} (fanout.exact_fanouts on the profile's curves).
 
-    After a fast-backup speculation nothing is accepted (k = 0), so the whole budget goes to F_0; after a
-    neural backup the usual length distribution meets the backup hit curve. memo caches hit-curve lookups
-    and schedules across calls.
+    After a fast-backup speculation the accepted length follows profile.fast_backup_acceptance (with none
+    measured nothing is accepted, k = 0, so the whole budget goes to F_0); after a neural backup the usual
+    length distribution meets the backup hit curve. Position k reads the all-accepted hit entry. memo
+    caches hit-curve lookups and schedules across calls.
     """
     memo = {} if memo is None else memo
     pmf = profile.acceptance.length_pmf(k, temperature, sampler_c)
 
     def curve(source: bool) -> Callable[[int, int], float]:
         def miss(f: int, pos: int) -> float:
-            key = (f, pos, source, sampler_c, temperature)
+            key = (f, pos, source, sampler_c, temperature, k)
             if key not in memo:
-                memo[key] = profile.hits.miss(f, pos, temperature, source, sampler_c)
+                memo[key] = profile.hits.miss(f, pos, temperature, source, sampler_c, k)
             return memo[key]
         return miss
 
-    def solve(source: bool) -> dict[int, tuple[int, ...]]:
-        key = ("schedule", k, tuple(budgets), sampler_c, temperature, source)
+    def solve(source: bool, fast: bool = False) -> dict[int, tuple[int, ...]]:
+        key = ("schedule", k, tuple(budgets), sampler_c, temperature, source, fast)
         if key not in memo:
-            memo[key] = exact_fanouts(pmf, curve(source), budgets)
+            lengths = fast_backup_pmf(profile, k, temperature) if fast else pmf
+            memo[key] = exact_fanouts(lengths, curve(source), budgets)
         return memo[key]
 
     primary = solve(False)
     if backup == "fast":
-        after_miss = {b: (b,) + (0,) * k for b in budgets}
+        after_miss = ({b: (b,) + (0,) * k for b in budgets} if profile.fast_backup_acceptance is None
+                      else solve(True, fast=True))
     elif _same_backup_curve(profile.hits):
         after_miss = primary
     else:
@@ -185,11 +189,12 @@ class _MemoHits(HitCurve):
     """The same hit curve, with miss() memoized: the grid asks for the same (F, position, ...) many times."""
 
     def miss(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
-             sampler_c: float = 1.0) -> float:
-        key = (fanout, position, temperature, backup, sampler_c)
+             sampler_c: float = 1.0, k: int | None = None) -> float:
+        final = k is not None and position >= k  # the only use of k: all-accepted entry or not
+        key = (fanout, position, temperature, backup, sampler_c, final)
         memo = self.__dict__.setdefault("_memo", {})
         if key not in memo:
-            memo[key] = super().miss(fanout, position, temperature, backup, sampler_c)
+            memo[key] = super().miss(fanout, position, temperature, backup, sampler_c, k)
         return memo[key]
 
 

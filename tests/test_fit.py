@@ -110,8 +110,8 @@ def test_power_law_recovered_with_goodness_of_fit():
     assert back["c"] == pytest.approx(0.6, rel=0.08) and back["r"] == pytest.approx(0.4, rel=0.1)
     info = p.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]
     assert info["r2"] > 0.95
-    # empirical tables: hit(F) = P(rank < F), by position, and the curve's lookups use them
-    assert len(prim["table"]) == 5 and prim["table"][0][0] == 0.0
+    # empirical tables: hit(F) = P(rank < F), rejections by position 0..K-1, all-accepted on its own
+    assert len(prim["table"]) == 4 and prim["table"][0][0] == 0.0 and prim["final"][0] == 0.0
     assert p.hits.hit(4, position=1) == pytest.approx(1 - 0.3 * 4 ** -0.5, abs=0.03)
     assert p.hits.hit(4, position=1, backup=True) == pytest.approx(1 - 0.6 * 4 ** -0.4, abs=0.05)
 
@@ -213,19 +213,45 @@ def test_executor_overheads_and_effective_link_from_ssd_rounds():
     assert bare.link_s == pytest.approx(1e-4, rel=0.02)
 
 
-def test_all_accepted_outcomes_get_their_own_row_at_the_largest_k():
-    def run(k, n=400):
-        rows = [{"accepted": [i % (k + 1)], "from_backup": [False],
-                 "bonus_rank": [0 if i % (k + 1) == k else 3]} for i in range(n)]
-        return Measurements(meta={"spec": {"mode": "ssd", "k": k, "temperature": 0.0}}, rounds=rows)
+def _ranked_run(k, n=400, final_rank=0, reject_rank=3, temperature=0.0):
+    rows = [{"accepted": [i % (k + 1)], "from_backup": [False],
+             "bonus_rank": [final_rank if i % (k + 1) == k else reject_rank]} for i in range(n)]
+    return Measurements(meta={"spec": {"mode": "ssd", "k": k, "temperature": temperature}}, rounds=rows)
 
-    p = fit(grid(), run(3))
-    assert p.hits.hit(1, position=3) > 0.95  # all accepted: the draft's top token
-    assert p.hits.hit(1, position=1) < 0.05 and p.hits.hit(4, position=1) > 0.95  # after a rejection: rank 3
-    q = fit(grid(), run(3), run(5))  # K differs: index 3 is a rejection position for K = 5; final row at 5
-    assert q.hits.hit(1, position=3) < 0.05 and q.hits.hit(1, position=5) > 0.95
+
+def test_all_accepted_outcomes_get_their_own_entry_read_at_any_k():
+    p = fit(grid(), _ranked_run(3))
+    assert p.hits.hit(1, position=3, k=3) > 0.95  # all accepted: the draft's top token
+    assert p.hits.hit(1, position=1, k=3) < 0.05 and p.hits.hit(4, position=1, k=3) > 0.95  # rejection: rank 3
+    q = fit(grid(), _ranked_run(3), _ranked_run(5))
+    # a K = 3 config reads the all-accepted entry at 3 (fitted from both runs), not K = 5's rejection row 3
+    assert q.hits.hit(1, position=3, k=3) > 0.95 and q.hits.hit(1, position=3, k=5) < 0.05
+    assert q.hits.hit(1, position=5, k=5) > 0.95 and q.hits.hit(1, position=2, k=2) > 0.95  # smaller K too
     info = q.provenance["hits_fit"]["by_temperature"]["0.0"]["1.0"]["primary"]
-    assert info["k_final"] == 5 and info["final_n"] == 400 // 6 and info["final_hit"][1] == 1.0
+    assert info["final_ks"] == [3, 5] and info["final_n"] == 400 // 4 + 400 // 6 and info["final_hit"][1] == 1.0
+    assert len(q.hits.by_temperature[0.0]["primary"]["table"]) == 5  # rejection rows 0..4 only
+
+
+def test_all_accepted_entry_recovered_per_temperature():
+    """Known all-accepted hit curves (rank 0 w.p. 0.9 at T = 0, 0.6 at T = 0.7; else rank 5) come back."""
+    rng = np.random.default_rng(7)
+
+    def run(k, t, p_top, n=1200):
+        rows = []
+        for _ in range(n):
+            a = int(rng.integers(0, k + 1))
+            rank = (0 if rng.uniform() < p_top else 5) if a == k else 9
+            rows.append({"accepted": [a], "from_backup": [False], "bonus_rank": [rank]})
+        return Measurements(meta={"spec": {"mode": "ssd", "k": k, "temperature": t}}, rounds=rows)
+
+    p = fit(grid(), run(6, 0.0, 0.9), run(2, 0.0, 0.9), run(6, 0.7, 0.6), run(2, 0.7, 0.6))
+    for t, p_top in ((0.0, 0.9), (0.7, 0.6)):
+        for k in (2, 4, 6):  # K = 4 was never calibrated: it reads the same entry
+            assert p.hits.hit(1, k, t, k=k) == pytest.approx(p_top, abs=0.05)
+            assert p.hits.hit(6, k, t, k=k) == pytest.approx(1.0)
+            assert p.hits.hit(6, k - 1, t, k=k) == pytest.approx(0.0, abs=1e-9)  # rejections: rank 9
+    old = HitCurve.from_dict({"by_temperature": {"0.0": {"primary": {"c": 0.3, "r": 0.5, "table": [[0, 0.2, 0.4]]}}}})
+    assert old.hit(2, 3, k=3) == pytest.approx(0.4)  # no all-accepted entry: the table row as before
 
 
 def test_effective_link_with_a_binding_build_and_a_binding_verification():
@@ -259,3 +285,95 @@ def test_fallback_rounds_are_left_out_of_the_fit():
     run = run_of(Measurements(meta={"spec": spec}, rounds=[good, bad, good]))
     assert len(run.rounds) == 2 and all("fallback" not in r for r in run.rounds)
     assert run_of(Measurements(meta={"spec": spec}, rounds=[bad])) is None
+
+
+def _fast_run(k, t, rates, n_rounds=1500, seed=11, backup_frac=0.4):
+    """SSD run with the fast backup: backup speculations accepted per position with conditional `rates`."""
+    rng = np.random.default_rng(seed)
+    rows = [{"batch_index": 0, "accepted": [k, k], "from_backup": [True, True], "bonus_rank": [0, 0]}]  # first
+    for _ in range(n_rounds):
+        acc, back = [], []
+        for _ in range(2):
+            b = bool(rng.uniform() < backup_frac)
+            probs = rates if b else (0.9,)
+            a = 0
+            while a < k and rng.uniform() < probs[min(a, len(probs) - 1)]:
+                a += 1
+            acc.append(a)
+            back.append(b)
+        rows.append({"batch_index": 0, "accepted": acc, "from_backup": back, "bonus_rank": [0, 0]})
+    spec = {"mode": "ssd", "k": k, "temperature": t, "backup": "fast"}
+    return Measurements(meta={"spec": spec, "backup_resolved": "fast"}, rounds=rows)
+
+
+def test_fast_backup_acceptance_recovered_per_position_and_temperature():
+    p = fit(grid(), _fast_run(4, 0.7, (0.3, 0.8)), _fast_run(6, 0.7, (0.3, 0.8), seed=12),
+            _fast_run(4, 0.0, (0.5,), seed=13))
+    fba = p.fast_backup_acceptance
+    assert fba is not None
+    assert fba.rates(4, 0.7) == pytest.approx([0.3, 0.8, 0.8, 0.8], abs=0.05)
+    assert fba.rates(3, 0.0) == pytest.approx([0.5, 0.5, 0.5], abs=0.05)
+    info = p.provenance["fast_backup_fit"]["by_temperature"]["0.7"]
+    runs = [_fast_run(4, 0.7, (0.3, 0.8)), _fast_run(6, 0.7, (0.3, 0.8), seed=12)]
+    n_backup = sum(sum(r["from_backup"]) for m in runs for r in m.rounds[1:])
+    assert info["k"] == [4, 6] and info["n"] == n_backup  # each batch's first round (the first speculation) left out
+    assert p.acceptance.rates(4, 0.7)[0] == pytest.approx(0.9, abs=0.03)  # primaries are not mixed in
+    q = Profile.from_dict(json.loads(json.dumps(p.to_dict())))
+    assert q.fast_backup_acceptance == fba
+    # neural-backup runs hold no fast-backup speculations: nothing fitted, the base's (if any) kept
+    neural = fit(grid(), run_meas((0.8,), backup_frac=0.3))
+    assert neural.fast_backup_acceptance is None and "fast_backup_acceptance" not in neural.to_dict()
+    assert fit(grid(), base=p).fast_backup_acceptance == fba
+
+
+def test_per_mode_executor_costs_fitted_back():
+    """SD and SSD runs with known, different verification times (the draft process slows SSD's target) and
+    known SSD message/reply times: each mode's profile carries its own, and simulates the measured round."""
+    from saguaro.pipeline import fit_modes
+    from saguaro_sim import SpecConfig, Workload
+    from saguaro_sim.simulate import simulate
+
+    k, ctx, fan = 4, 100.0, [2, 2, 2, 2, 2]
+    v_sd, v_ssd, v_ar = lin_truth(k + 1, ctx) + 0.003, lin_truth(k + 1, ctx) + 0.025, lin_truth(1, ctx) + 0.001
+    d_sd = pw_truth(1, ctx) + 0.0005
+    msg, reply, hop = 0.0004, 0.0006, 0.0003  # verifier's send, draft's lookup + send, one transport
+    wait = hop + reply + hop  # the build (~21 ms) ends within verification (~27 ms): only the reply is waited for
+
+    def rows(period, **kw):
+        return [{"batch_index": 0, "round": i, "t0": i * period, "t1": (i + 1) * period, "batch": 1,
+                 "accepted": [i % (k + 1)], "from_backup": [False], "bonus_rank": [0], "context": [ctx], **kw}
+                for i in range(40)]
+
+    ssd = rows(wait + v_ssd + msg, verify_s=v_ssd, msg_s=msg, wait_s=wait, draft_reply_s=reply, backup_s=0.0,
+               glue_s=pw_truth(k + 1, ctx), fork_s=0.0, tree_s=k * pw_truth(2, ctx))
+    runs = [Measurements(meta={"spec": {"mode": "ssd", "k": k, "temperature": 0.0}, "fanout": fan}, rounds=ssd),
+            Measurements(meta={"spec": {"mode": "sd", "k": k, "temperature": 0.0}},
+                         rounds=rows(v_sd + k * d_sd, verify_s=v_sd)),
+            Measurements(meta={"spec": {"mode": "ar", "k": 0, "temperature": 0.0}},
+                         rounds=rows(v_ar, verify_s=v_ar, accepted=[0]))]
+    prof = fit_modes(grid(), runs, "modes", 0.0)
+    assert prof["ssd"].target(1, k + 1, ctx) == pytest.approx(v_ssd, rel=0.02)
+    assert prof["sd"].target(1, k + 1, ctx) == pytest.approx(v_sd, rel=0.02)
+    assert prof["ar"].target(1, 1, ctx) == pytest.approx(v_ar, rel=0.02)
+    assert prof["sd"].draft(1, 1, ctx) == pytest.approx(d_sd, rel=0.02)
+    assert prof["ssd"].link_s == pytest.approx((msg + wait) / 2, rel=0.02)  # 2 messages = send + wait
+    phases = prof["ssd"].provenance["link_executor"]["measured"]
+    assert phases["mean_wait_s"] == pytest.approx(wait) and phases["mean_draft_reply_s"] == pytest.approx(reply)
+    w = Workload(num_sequences=1, output_tokens=200, prompt_tokens=int(ctx))
+    for mode, period in (("ssd", wait + v_ssd + msg), ("sd", v_sd + k * d_sd), ("ar", v_ar)):
+        spec = SpecConfig(mode=mode, k=0 if mode == "ar" else k, budget=10, fanout=tuple(fan) if mode == "ssd" else None)
+        res = simulate(prof[mode], spec, w, seed=0)
+        assert res.sim_time_s / res.rounds == pytest.approx(period, rel=0.05), mode
+
+
+def test_fast_backup_tail_pooled_past_the_well_sampled_positions():
+    from calibration.fit_acceptance import RunRounds, fit_fast_backup
+
+    lengths = [0] * 68 + [1] * 6 + [5] * 2  # the real K = 6, T = 0.7 calibration run's fast-backup histogram
+    rows = [{"accepted": [6], "from_backup": [True]}] + [{"accepted": [a], "from_backup": [True]} for a in lengths]
+    model, info = fit_fast_backup([RunRounds(k=6, temperature=0.7, sampler_c=1.0, backup="fast", rounds=rows)])
+    # positions 1, 2 well sampled (8/76, 2/8); 3..6 pooled: 2 + 2 + 2 + 0 accepted of 2 + 2 + 2 + 2 tried
+    assert model.by_temperature[0.7] == pytest.approx((8 / 76, 2 / 8, 6 / 8))
+    assert info["by_temperature"]["0.7"]["n"] == 76
+    neural = RunRounds(k=6, temperature=0.7, sampler_c=1.0, backup="neural", rounds=rows)
+    assert fit_fast_backup([neural])[0] is None

@@ -101,3 +101,46 @@ def test_65k_tokens_simulate_quickly():
     t = time.perf_counter()
     simulate(toy(), SpecConfig(mode="ssd", k=4, budget=20, batch_size=1), w, seed=0)
     assert time.perf_counter() - t < 3.0  # target < 1 s on an idle 2-core box (see docs/BENCHMARKS.md)
+
+
+def test_fast_backup_acceptance_lengthens_backup_rounds():
+    """A fast backup accepted in full (1.0) yields more tokens per round than one never accepted (0.0);
+    no fast_backup_acceptance at all is the old model (nothing accepted), draw for draw."""
+    spec = SpecConfig(mode="ssd", k=4, budget=20, batch_size=4, backup="fast")
+    none, zero, full = (simulate(toy().with_(fast_backup_acceptance=a), spec, W, seed=5)
+                        for a in (None, AcceptanceModel.geometric(0.0), AcceptanceModel.geometric(1.0)))
+    assert none.to_dict() | {"wall_s": 0} == zero.to_dict() | {"wall_s": 0}
+    assert full.tokens_per_round > zero.tokens_per_round + 0.5
+    assert full.tokens_per_s_per_seq > zero.tokens_per_s_per_seq
+    for p, r in ((toy().with_(fast_backup_acceptance=AcceptanceModel.geometric(1.0)), full), (toy(), zero)):
+        pred = predict(p, spec, W)
+        assert r.tokens_per_round == pytest.approx(pred.tokens_per_round, rel=0.03)
+        assert r.tokens_per_s_per_seq == pytest.approx(pred.tokens_per_s_per_seq, rel=0.03)
+
+
+def test_all_accepted_hit_entry_read_at_each_configs_k():
+    """Rejections never hit, the all-accepted outcome always does: the hit rate is P(all K accepted), for
+    every K, whichever K the table rows were fitted at."""
+    miss_all = [0.0] * 9
+    hits = HitCurve({0.0: {"primary": {"c": 1.0, "r": 0.0, "table": [miss_all] * 6, "final": [0.0] + [1.0] * 8}}})
+    p = toy().with_(hits=hits, acceptance=AcceptanceModel.geometric(0.8))
+    for k in (2, 3, 5):
+        r = simulate(p, SpecConfig(mode="ssd", k=k, budget=4 * (k + 1)), Workload(8, 2048), seed=6)
+        assert r.hit_rate == pytest.approx(0.8 ** k, abs=0.02), k
+        assert predict(p, SpecConfig(mode="ssd", k=k, budget=4 * (k + 1)), W).p_hit == pytest.approx(0.8 ** k)
+
+
+def test_old_profiles_load_and_simulate():
+    """Presets written before the all-accepted entry and the fast-backup acceptance load and simulate, and
+    write back without the new keys."""
+    from calibration.profile import list_presets, load_preset
+
+    names = list_presets()
+    assert "cpu-tinypair" in names
+    for name in names:
+        p = load_preset(name)
+        assert p.fast_backup_acceptance is None and "fast_backup_acceptance" not in p.to_dict()
+        assert all("final" not in s for by in p.hits.by_temperature.values() for s in by.values())
+    p = load_preset("cpu-tinypair")
+    r = simulate(p, SpecConfig(mode="ssd", k=4, budget=16, backup="fast"), Workload(2, 64), seed=0)
+    assert r.tokens > 0 and r.hit_rate > 0
