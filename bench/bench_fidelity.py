@@ -1,8 +1,11 @@
 """Simulator fidelity on the tiny pair: fit on a few calibration runs, then predict configurations the fit
-did not see and measure them for real. Reports median / worst |predicted - measured| / measured tokens/s,
+did not see and measure them for real. Every config is measured --repeats times, interleaved (each pass runs
+every config once, in an order shuffled with a fixed seed per pass) and summarised by the median; the noise
+floor (spread between repeats of the same config) is computed in the same run and printed next to the errors.
+Reports median / worst |predicted - measured| / measured tokens/s, the errors beyond each config's own noise,
 the Spearman rank correlation, and the optimizer's choice against the best measured configuration.
 
-    .venv/bin/python bench/bench_fidelity.py [--tokens 64] [--save DIR] [--out fidelity.json]
+    .venv/bin/python bench/bench_fidelity.py [--repeats 3] [--tokens 64] [--prompts 8] [--save DIR] [--out F]
     .venv/bin/python bench/bench_fidelity.py --replay --save DIR    # refit and compare saved runs only
 """
 
@@ -19,11 +22,22 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fidelity_stats import (  # noqa: E402
+    beyond_noise,
+    error_summary,
+    interleaved_order,
+    median_of,
+    noise_floor,
+    repeat_spread,
+)
+from calibration.errors import ConfigError  # noqa: E402
 from calibration.fit import fit  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
 from saguaro.pipeline import by_mode, fit_modes, measured, pin, predicted, spec_of_row  # noqa: E402
 from saguaro_sim import SpecConfig, Workload  # noqa: E402
+from saguaro_sim.optimize import optimize  # noqa: E402
+from saguaro_sim.search import Constraints  # noqa: E402
 
 S = SpecConfig
 CALIBRATION = [  # what the fit sees: acceptance/hits at both temperatures, C < 1, fast backup, SD and AR steps.
@@ -36,7 +50,9 @@ CALIBRATION = [  # what the fit sees: acceptance/hits at both temperatures, C < 
     S(mode="ssd", k=6, budget=24, temperature=0.7, backup="fast", batch_size=2),
     S(mode="sd", k=4, temperature=0.0),
     S(mode="ar", k=0, batch_size=2),
+    S(mode="ssd", k=6, budget=24, temperature=0.0, backup="fast", batch_size=2),  # fast-backup acceptance at T=0
 ]
+CHOICE = "optimizer choice"
 TESTS = [  # configurations the fit did not see
     ("ssd k2 geo T0 b1", S(mode="ssd", k=2, budget=12, temperature=0.0)),
     ("ssd k6 geo T0 b1", S(mode="ssd", k=6, budget=28, temperature=0.0)),
@@ -56,57 +72,63 @@ TESTS = [  # configurations the fit did not see
 ]
 
 
-def spearman(a: list[float], b: list[float]) -> float:
-    """Spearman rank correlation (no ties expected in timings)."""
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
 def _slug(name: str) -> str:
     return name.replace(" ", "_").replace(".", "")
 
 
+def _file(name: str, i: int) -> str:
+    return f"{name if name.startswith('calib_') else 'test_' + _slug(name)}_p{i}.json"
+
+
 def collect(args: argparse.Namespace, save: Path) -> None:
-    """Run everything for real and save every Measurements file under `save` (replayable offline)."""
+    """Run everything for real, interleaved, and save every Measurements file under `save` (replayable)."""
     from saguaro_exec import RunConfig, run
     from saguaro_exec.microbench import profile_pair
     from saguaro_exec.models import tiny_pair_paths
-    from saguaro_sim.optimize import optimize
-    from saguaro_sim.search import Constraints
 
     target, draft = map(str, tiny_pair_paths())
     prompts, workload = _workload(args)
 
-    def real(spec: SpecConfig, name: str) -> None:
+    def real(spec: SpecConfig, file: str) -> None:
         rep = run(RunConfig(spec=spec, target=target, draft=draft, prompts=prompts, max_new_tokens=args.tokens,
                             threads=args.threads, seed=0))
-        rep.measurements.to_json(save / f"{name}.json")
-        print(f"{name:34s} {measured(rep)['tokens_per_s']:8.1f} tok/s", flush=True)
+        rep.measurements.to_json(save / file)
+        print(f"{file:40s} {measured(rep)['tokens_per_s']:8.1f} tok/s", flush=True)
 
     load0, t0 = os.getloadavg(), time.perf_counter()
     ctxs = (workload.prompt_tokens, workload.prompt_tokens + args.tokens // 2, workload.prompt_tokens + args.tokens)
     grid = profile_pair(target, draft, contexts=ctxs, threads=args.threads, repeats=7, link=False)
     grid.to_json(save / "grid.json")
-    specs = []
-    for i in range(args.passes):
-        # every pass re-runs the calibration configs and alternates the test order, so drifting load on a
-        # shared machine hits the calibration and the test runs alike
-        for j, spec in enumerate(CALIBRATION):
-            real(spec, f"calib_{j}_p{i}")
-        if not specs:  # pin fan-outs / backups once, from the first calibration pass
-            profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration")
-            specs = [(name, pin(spec, profile, workload)) for name, spec in TESTS]
-        for name, spec in (specs if i % 2 == 0 else specs[::-1]):
-            real(spec, f"test_{_slug(name)}_p{i}")
-    profile = fit(grid, *_load(save, "calib_*"), name="fidelity-calibration")
-    profiles = fit_modes(grid, _load(save, "calib_*"), "fidelity", 0.0)  # as autotune does: per-mode costs
+    calib = {f"calib_{j}": spec for j, spec in enumerate(CALIBRATION)}
+    order = interleaved_order(list(calib), [name for name, _ in _tests(args)] + [CHOICE], args.repeats, args.seed)
+    specs: dict[str, SpecConfig] = dict(calib)
+    for i, names in enumerate(order):
+        for name in names:
+            if name not in specs:  # pass 0, calibration done: pin the tests and pick the optimizer's choice
+                specs.update(_pinned(grid, _load(save, "calib_*_p0"), workload, _tests(args)))
+            real(specs[name], _file(name, i))
+    dump_json(save / "collect.json", {"load_average_start": load0, "load_average_end": os.getloadavg(),
+                                      "collect_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
+                                      "tokens": args.tokens, "prompts": len(prompts), "threads": args.threads,
+                                      "repeats": args.repeats, "seed": args.seed, "order": order})
+
+
+def _pinned(grid: Measurements, calib: list[Measurements], workload: Workload,
+            tests: list[tuple[str, SpecConfig]]) -> dict:
+    """Tests pinned (fan-outs, backup) on the first pass's fit, and the optimizer's choice (b=1, T=0) on it."""
+    profile = fit(grid, *calib, name="fidelity-calibration")
+    out = {name: pin(spec, profile, workload) for name, spec in tests}
+    profiles = fit_modes(grid, calib, "fidelity", 0.0)  # as autotune does: per-mode costs
     predictor, simulator = by_mode(profiles)
     plan = optimize(profiles["ssd"], workload, batch_size=1, temperature=0.0, predictor=predictor,
                     simulator=simulator, constraints=Constraints(k_range=(1, 6), max_budget=64))
-    real(pin(spec_of_row(plan.table[0]), profiles["ssd"], workload), "optimizer_choice")
-    dump_json(save / "collect.json", {"load_average_start": load0, "load_average_end": os.getloadavg(),
-                                      "collect_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
-                                      "tokens": args.tokens, "prompts": len(prompts), "threads": args.threads})
+    out[CHOICE] = pin(spec_of_row(plan.table[0]), profiles["ssd"], workload)
+    return out
+
+
+def _tests(args: argparse.Namespace) -> list[tuple[str, SpecConfig]]:
+    """The test configs of this run: all of TESTS, or the first --tests of them (a quick check)."""
+    return TESTS[:args.tests] if args.tests else TESTS
 
 
 def _workload(args: argparse.Namespace) -> tuple[list[str], Workload]:
@@ -121,11 +143,41 @@ def _load(save: Path, pattern: str) -> list[Measurements]:
     return [Measurements.from_json(p) for p in sorted(save.glob(f"{pattern}.json"))]
 
 
+def _repeats(save: Path, name: str) -> list[Measurements]:
+    """Every saved repeat of one config (an older single optimizer_choice.json counts as one repeat)."""
+    files = sorted(save.glob(_file(name, 0).replace("_p0.json", "_p*.json")))
+    if not files and name == CHOICE and (save / "optimizer_choice.json").is_file():
+        files = [save / "optimizer_choice.json"]
+    if not files:
+        raise ConfigError(str(save), f"no saved runs of {name!r}", "a folder written by bench_fidelity.py")
+    return [Measurements.from_json(f) for f in files]
+
+
+def compare(name: str, runs: list[Measurements], preds: list[dict]) -> dict:
+    """One config's row: median measured and predicted numbers over repeats, its error, spread and the error
+    beyond that spread; every repeat kept."""
+    ms = [measured(m) for m in runs]
+    pred, meas = median_of(preds), median_of(ms)
+    spread = repeat_spread([m["tokens_per_s"] for m in ms])
+    err = (pred["tokens_per_s"] - meas["tokens_per_s"]) / meas["tokens_per_s"]
+    return {"name": name, "spec": runs[0].meta["spec"], "predicted": pred, "measured": meas, "rel_error": err,
+            "spread": spread, "beyond_noise": beyond_noise(err, spread), "repeats": ms, "predicted_repeats": preds}
+
+
+def _print_row(r: dict) -> None:
+    pred, meas = r["predicted"], r["measured"]
+    hp = "-" if pred["hit_rate"] is None else f"{pred['hit_rate']:.2f}"
+    hm = "-" if meas["hit_rate"] is None else f"{meas['hit_rate']:.2f}"
+    print(f"{r['name']:24s} pred {pred['tokens_per_s']:7.1f} meas {meas['tokens_per_s']:7.1f} "
+          f"err {100 * r['rel_error']:+6.1f}% spread {100 * r['spread']:5.1f}% beyond {100 * r['beyond_noise']:5.1f}%"
+          f" tok/rnd {pred['tokens_per_round']:.2f}/{meas['tokens_per_round']:.2f} hit {hp}/{hm}")
+
+
 def evaluate(args: argparse.Namespace, save: Path) -> dict:
-    """Fit on the saved calibration runs, predict every saved test config, compare; print and return.
+    """Fit on the saved calibration runs, predict every saved test config, compare medians; print and return.
 
     The calibration runs of all passes are pooled (--paired: each pass's tests are predicted from that pass's
-    calibration runs only); predictions and measurements are averaged over passes.
+    calibration runs only, and the predictions' median is compared).
     """
     _, workload = _workload(args)
     grid = Measurements.from_json(save / "grid.json")
@@ -142,43 +194,39 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                              mode=key[1], temperature=key[2])
         return cache[key]
 
-    rows = []
-    for name, _ in TESTS:
-        runs = [Measurements.from_json(save / f"test_{_slug(name)}_p{i}.json") for i in range(n_pass)]
+    def row(name: str) -> dict:
+        runs = _repeats(save, name)
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
-        preds = [predicted(profile_for(spec, i), spec, workload, seed=0)[0] for i in range(n_pass)]
-        ms = [measured(m) for m in runs]
-        avg = lambda ds: {k: float(np.mean([d[k] for d in ds])) if ds[0][k] is not None else None  # noqa: E731
-                          for k in ds[0]}
-        pred, meas = avg(preds), avg(ms)
-        rates = [m["tokens_per_s"] for m in ms]
-        spread = (max(rates) - min(rates)) / meas["tokens_per_s"]
-        err = (pred["tokens_per_s"] - meas["tokens_per_s"]) / meas["tokens_per_s"]
-        rows.append({"name": name, "spec": spec.to_dict(), "predicted": pred, "measured": meas, "rel_error": err,
-                     "passes": rates, "predicted_passes": [p["tokens_per_s"] for p in preds],
-                     "run_to_run_spread": spread})
-        hp = "-" if pred["hit_rate"] is None else f"{pred['hit_rate']:.2f}"
-        hm = "-" if meas["hit_rate"] is None else f"{meas['hit_rate']:.2f}"
-        print(f"{name:24s} pred {pred['tokens_per_s']:7.1f} meas {meas['tokens_per_s']:7.1f} err {100 * err:+6.1f}%"
-              f" spread {100 * spread:4.1f}% tok/rnd {pred['tokens_per_round']:.2f}/{meas['tokens_per_round']:.2f}"
-              f" hit {hp}/{hm}")
-    errs = np.abs([r["rel_error"] for r in rows])
-    rho = spearman([r["predicted"]["tokens_per_s"] for r in rows], [r["measured"]["tokens_per_s"] for r in rows])
-    choice = Measurements.from_json(save / "optimizer_choice.json")
-    choice_meas = measured(choice)["tokens_per_s"]
-    same = [r for r in rows if r["spec"]["batch_size"] == 1 and r["spec"]["temperature"] == 0.0]
+        return compare(name, runs, [predicted(profile_for(spec, i), spec, workload, seed=0)[0]
+                                    for i in range(min(n_pass, len(runs)))])
+
+    rows = [row(name) for name, _ in _tests(args)]
+    for r in rows:
+        _print_row(r)
+    choice = row(CHOICE)
+    same = [r for r in rows if r["spec"]["batch_size"] == 1 and r["spec"]["temperature"] == 0.0] or [choice]
     top = max(same, key=lambda r: r["measured"]["tokens_per_s"])
-    summary = {"configs": len(rows), "median_abs_rel_error": float(np.median(errs)),
-               "max_abs_rel_error": float(errs.max()), "worst": rows[int(errs.argmax())]["name"],
-               "spearman": rho, "optimizer_choice": choice.meta["spec"], "optimizer_choice_measured": choice_meas,
+    choice_meas = choice["measured"]["tokens_per_s"]
+    calib_spread = {f"calib_{j}": repeat_spread([measured(m)["tokens_per_s"] for m in _repeats(save, f"calib_{j}")])
+                    for j in range(len(CALIBRATION)) if list(save.glob(f"calib_{j}_p*.json"))}
+    summary = {**error_summary(rows), "repeats": n_pass,
+               "optimizer_choice": choice["spec"], "optimizer_choice_measured": choice_meas,
+               "optimizer_choice_repeats": [m["tokens_per_s"] for m in choice["repeats"]],
                "best_measured_b1_t0": top["name"], "best_measured_b1_t0_tokens_per_s": top["measured"]["tokens_per_s"],
                "optimizer_gap": choice_meas / max(choice_meas, top["measured"]["tokens_per_s"]) - 1,
-               "median_run_to_run_spread": float(np.median([r["run_to_run_spread"] for r in rows])),
+               "calibration_noise_floor": noise_floor(calib_spread),
                "executor_calibration": "none" if args.bare else "all runs" if args.single else "per mode and T",
                "calibration_pairing": "per pass" if args.paired else "pooled",
                **json.loads((save / "collect.json").read_text())}
-    print(json.dumps(summary, indent=1))
-    return {"summary": summary, "rows": rows, "profiles": {str(k): p.to_dict() for k, p in cache.items()}}
+    nf = summary["noise_floor"]
+    print(f"tokens/s error: median {100 * summary['median_abs_rel_error']:.1f}% (noise floor "
+          f"{100 * nf['median_spread']:.1f}%), worst {100 * summary['max_abs_rel_error']:.1f}% {summary['worst']} "
+          f"(noisiest {100 * nf['max_spread']:.1f}% {nf['worst']}); beyond noise: median "
+          f"{100 * summary['median_beyond_noise']:.1f}%, worst {100 * summary['max_beyond_noise']:.1f}% "
+          f"{summary['worst_beyond_noise']}; Spearman {summary['spearman']:.2f}; {n_pass} repeats")
+    print(json.dumps({k: v for k, v in summary.items() if k != "order"}, indent=1))
+    return {"summary": summary, "rows": rows, "optimizer_choice": choice,
+            "profiles": {str(k): p.to_dict() for k, p in cache.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per prompt (default 64)")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per run (default 8, the built-in set)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
-    ap.add_argument("--passes", type=int, default=2, help="measurements per test config, averaged (default 2)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="measurements per config, interleaved and summarised by the median (default 3)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the per-pass shuffles (pass i uses seed + i)")
+    ap.add_argument("--tests", type=int, default=0, help="only the first N test configs (a quick check; 0 = all)")
     ap.add_argument("--save", default="fidelity-runs", help="folder for the runs' Measurements (default fidelity-runs)")
     ap.add_argument("--replay", action="store_true", help="evaluate the runs saved in --save without running")
     ap.add_argument("--bare", action="store_true", help="fit without executor calibration (microbenchmarks only)")

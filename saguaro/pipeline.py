@@ -168,7 +168,8 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
                             contexts=contexts, link=not quick, threads=threads, repeats=3 if quick else 7,
                             progress=progress)
     calib_specs = [SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_budget"], temperature=temperature,
-                              batch_size=batch_size),  # the largest K planned for (see calibration.fit_hits)
+                              batch_size=batch_size),  # the largest K planned for: hit-table rejection rows
+                   # reach K-1 (the all-accepted entry is read at any K; see calibration.fit_hits)
                    SpecConfig(mode="ssd", k=2, budget=6, temperature=temperature, batch_size=batch_size),
                    SpecConfig(mode="sd", k=cfg["calib_k"] // 2, temperature=temperature, batch_size=batch_size),
                    SpecConfig(mode="ar", k=0, temperature=temperature, batch_size=batch_size)]
@@ -241,7 +242,9 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
 
 
 def fit_modes(grid: Measurements, runs: list[Measurements], name: str, temperature: float) -> dict[str, Profile]:
-    """One profile per mode: the same acceptance and hit curves, executor costs from that mode's runs."""
+    """One profile per mode: acceptance and hit curves from that mode's runs where a temperature has them;
+    executor costs (verification from its own verify_s, drafting) from that mode's runs at the nearest
+    temperature, SSD's message time from SSD runs; the fast backup's acceptance from every fast-backup run."""
     return {mode: fit(grid, *runs, name=f"{name}-{mode}", mode=mode, temperature=temperature)
             for mode in ("ssd", "sd", "ar")}
 
