@@ -15,7 +15,7 @@ from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backu
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import effective_link_s, executor_rows, fit_latency, fit_overhead, with_overhead
 from calibration.measurements import Measurements
-from calibration.profile import Profile
+from calibration.profile import Profile, placement_of
 
 __all__ = ["fit", "fit_link", "git_commit", "machine_info", "prefer_mode", "run_of", "runs_like"]
 
@@ -167,6 +167,8 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
                                   machine_info()), "device": _first(metas, "device"),
                   "models": {"target": _first(metas, "target"), "draft": _first(metas, "draft")},
                   "git_commit": git_commit(), "fitted_by": "calibration.fit"}
+    if placement := placement_of(metas):        # where the runs ran: target_devices, draft_device, tp_size
+        prov["placement"] = placement
     models = {}
     for who in ("target", "draft"):
         mine = [r for r in rows if r.get("who") == who]

@@ -21,7 +21,9 @@ class Profile:
     """Target/draft latency models, draft-target link, acceptance model, hit curve and provenance.
 
     link_s: one-way message latency between target and draft (s); link_bytes_per_s: its bandwidth
-    (0 = ignore message size); fast_backup_s: latency of the fast (n-gram/random) backup speculator;
+    (0, the default: infinite, message size costs nothing); a message of n bytes takes link_s + n /
+    link_bytes_per_s (``message_s``). ``placement`` (read from provenance["placement"], {} when unknown):
+    where the measured run ran (target_devices, draft_device, tp_size). fast_backup_s: latency of the fast (n-gram/random) backup speculator;
     fast_backup_acceptance: per-position acceptance of its speculations (None: it yields no accepted token).
     """
 
@@ -53,6 +55,12 @@ class Profile:
         check_number("profile.link_bytes_per_s", self.link_bytes_per_s, 0.0)
         check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
         check_number("profile.vocab_size", self.vocab_size, 1, 10_000_000, integer=True)
+        _check_placement(self.provenance.get("placement", {}) if isinstance(self.provenance, dict) else {})
+
+    @property
+    def placement(self) -> dict:
+        """target_devices / draft_device / tp_size of the run this profile was measured on ({}: unknown)."""
+        return dict(self.provenance.get("placement", {}))
 
     def with_(self, **changes: object) -> Profile:
         """A copy with some fields replaced (validated again)."""
@@ -107,6 +115,38 @@ class Profile:
             raise ConfigError(f"{path}: {e.field}", e.problem, e.allowed) from None
         except (TypeError, AttributeError) as e:
             raise ConfigError(str(path), f"malformed profile ({e})", "a profile written by saguaro") from None
+
+
+def placement_of(metas: list[dict]) -> dict:
+    """Placement recorded by executor runs (the first meta with a device): target_devices, draft_device,
+    tp_size; {} when none records one."""
+    for m in metas:
+        devices = m.get("target_devices") or ([m["device"]] if isinstance(m.get("device"), str) else None)
+        if devices:
+            return {"target_devices": list(devices), "draft_device": m.get("draft_device"), "tp_size": len(devices)}
+    return {}
+
+
+def _check_placement(p: object) -> None:
+    """provenance.placement: an object with optional target_devices (list of device names), draft_device
+    (name or null) and tp_size (a positive integer, = len(target_devices) when both are given)."""
+    where, allowed = "profile.provenance.placement", "{target_devices: [str], draft_device: str, tp_size: int}"
+    if not isinstance(p, dict):
+        raise ConfigError(where, f"must be an object, got {type(p).__name__}", allowed)
+    unknown = sorted(set(p) - {"target_devices", "draft_device", "tp_size"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}", "unknown key", allowed)
+    devices = p.get("target_devices")
+    if devices is not None and (not isinstance(devices, list) or not devices
+                                or not all(isinstance(d, str) and d for d in devices)):
+        raise ConfigError(f"{where}.target_devices", f"got {devices!r}", "a non-empty list of device names")
+    if p.get("draft_device") is not None and not isinstance(p["draft_device"], str):
+        raise ConfigError(f"{where}.draft_device", f"got {p['draft_device']!r}", "a device name or null")
+    if "tp_size" in p:
+        check_number(f"{where}.tp_size", p["tp_size"], 1, 1_000_000, integer=True)
+        if devices is not None and p["tp_size"] != len(devices):
+            raise ConfigError(f"{where}.tp_size", f"{p['tp_size']} but {len(devices)} target_devices",
+                              "len(target_devices)")
 
 
 def _optional_acceptance(d: object) -> AcceptanceModel | None:

@@ -8,7 +8,7 @@ import platform
 import signal
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import torch
 
@@ -28,6 +28,9 @@ from .runconfig import RunConfig
 from .sampling import make_generator
 from .sd import run_sd
 from .ssd import run_ssd
+from .tp import TPTarget
+from .tp_config import device_index
+from .tp_group import TPArgs
 
 
 def _sources(config: RunConfig) -> tuple[object, object]:
@@ -92,18 +95,18 @@ def run(config: RunConfig) -> RunReport:
     """Run ``config.spec`` for real on the prompts; returns the measured RunReport. A draft-process fault
     in SSD is survived in-process (``config.fallback``) and recorded in ``report.faults``; any other
     failure raises RunError (or DraftProcessError) whose ``partial`` holds the batches that completed."""
-    with _sigterm_as_interrupt():
-        return _run(config)
+    with _sigterm_as_interrupt(), ExitStack() as stack:     # the stack closes a tensor-parallel target
+        return _run(config, stack)
 
 
-def _run(config: RunConfig) -> RunReport:
+def _run(config: RunConfig, stack: ExitStack) -> RunReport:
     spec = config.spec
     ddev = config.resolved_draft_device
-    _check_devices(config.device, ddev)
+    _check_devices(*config.resolved_target_devices, ddev)
     target_src, draft_src = _sources(config)
     ids, tok = _encode(config.load_prompts(), target_src)
     dtype = getattr(torch, config.dtype)
-    target = load_source(target_src, config.device, config.dtype)
+    target = _load_target(config, target_src, stack)
     vocab = target.config.vocab_size
     _check_prompt_ids(ids, vocab, target.config.max_position_embeddings)
     eos = target.config.eos_ids
@@ -121,7 +124,8 @@ def _run(config: RunConfig) -> RunReport:
     meta = {"spec": spec.to_dict(), "mode": spec.mode, "fanout": list(primary), "fanout_miss": list(miss),
             "backup_resolved": backup if spec.mode == "ssd" else None, "target": _name(target_src),
             "draft": _name(draft_src) if spec.mode != "ar" else None, "device": config.device,
-            "draft_device": ddev, "dtype": str(dtype), "threads": threads, "seed": config.seed,
+            "draft_device": ddev, "target_devices": config.resolved_target_devices,
+            "tp_size": len(config.resolved_target_devices), "dtype": str(dtype), "threads": threads, "seed": config.seed,
             "max_new_tokens": config.max_new_tokens, "draft_pid": draft_pid,
             "draft_processes": 1 if spec.mode == "ssd" else 0,   # draft_devices > 1 still runs one
             "machine": platform.node(), "dtype_bytes": dtype.itemsize,
@@ -187,6 +191,20 @@ def _fallback_batch(fb: Fallback, target, batch: list[list[int]], bi: int, confi
     gens = (gen, make_generator(config.seed + 7919 * (bi + 1) + 1, fb.device))
     return run_sd(target, fb.draft(), batch, spec.k, fb.fanout, spec.sampler_c, config.max_new_tokens,
                   spec.temperature, gens, eos, fb.t_start)
+
+
+def _load_target(config: RunConfig, src: object, stack: ExitStack):
+    """The target on ``config.device``, or split over ``config.target_devices`` (a TPTarget whose worker
+    processes ``stack`` stops, or kills on an error or interrupt)."""
+    devices = config.resolved_target_devices
+    if len(devices) == 1:
+        return load_source(src, config.device, config.dtype)
+    if devices[0].startswith("cuda") and torch.cuda.device_count() <= max(device_index(d) for d in devices):
+        raise ConfigError("target_devices", f"{devices} needs more GPUs than the {torch.cuda.device_count()} visible",
+                          "cuda:N with N < torch.cuda.device_count()")
+    args = TPArgs(source=src, devices=devices, dtype=config.dtype, threads=config.threads or 1,
+                  timeout_s=config.timeout_s)
+    return stack.enter_context(TPTarget(args))
 
 
 def _check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:

@@ -14,6 +14,7 @@ from calibration.hardware import HARDWARE, get_hardware
 from saguaro_sim.config import SpecConfig
 
 from .faults import FALLBACKS, parse_fault
+from .tp_config import check_target_devices, device_index
 
 DTYPES = ("float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
@@ -58,7 +59,9 @@ class RunConfig:
     in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
     ``report.faults`` records it. ``inject_fault`` is test-only (faults.py). ``hardware``: a
     calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
-    detected from the CUDA device name; on CPU none, peak unknown)."""
+    detected from the CUDA device name; on CPU none, peak unknown). ``target_devices``: the target split
+    over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
+    NCCL on CUDA); None runs it on ``device`` alone."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None
@@ -68,6 +71,7 @@ class RunConfig:
     max_new_tokens: int = 64
     device: str = "cpu"
     draft_device: str | None = None
+    target_devices: list[str] | None = None   # tensor parallel over these (None: [device]); see tp.py
     dtype: str = "float32"
     seed: int = 0
     timeout_s: float = 600.0
@@ -97,6 +101,7 @@ class RunConfig:
         _check_device("device", self.device)
         if self.draft_device is not None:
             _check_device("draft_device", self.draft_device)
+        self.target_devices = check_target_devices(self.target_devices, self.device, self.target)
         check_choice("dtype", self.dtype, DTYPES)
         check_number("seed", self.seed, 0, 2**62, integer=True)
         check_number("timeout_s", self.timeout_s, 0.0, 1e7, lo_open=True)
@@ -117,16 +122,21 @@ class RunConfig:
 
     @property
     def resolved_draft_device(self) -> str:
-        """Draft device: as given, else the target's (a second GPU when the target is on cuda:0 and one exists)."""
+        """Draft device: as given, else the target's (the GPU after the target's last one when it exists)."""
         if self.draft_device is not None:
             return self.draft_device
         if self.device.startswith("cuda"):
             import torch
 
-            idx = int(self.device.split(":")[1]) if ":" in self.device else 0
+            idx = max(device_index(d) for d in self.resolved_target_devices)
             if torch.cuda.device_count() > idx + 1:
                 return f"cuda:{idx + 1}"
         return self.device
+
+    @property
+    def resolved_target_devices(self) -> list[str]:
+        """The target's ranks: ``target_devices``, else [device]."""
+        return list(self.target_devices) if self.target_devices else [self.device]
 
     def load_prompts(self) -> list:
         """The prompts to run: given, from ``prompt_file`` (.json list, .jsonl, or one per line with

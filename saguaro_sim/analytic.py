@@ -22,8 +22,10 @@ from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.workload import Workload
 
-TOKEN_BYTES = 4  # int32 token ids / sequence ids / accepted lengths
-PROB_BYTES = 2  # bf16 draft probabilities
+# the executor's SSD messages (saguaro_exec/messages.py; tests/test_exec_tp.py checks these against it)
+OUTCOME_BYTES = 4 * 8  # int64 (accepted k, bonus token, done, stop) per sequence
+REPLY_PHASES = 5  # (start, end) time pairs in the reply header's last row
+Q_BYTES = 4  # float32 draft probability rows (temperature > 0)
 
 
 # ---- pure closed forms (normalized or in seconds, no profile) ---------------------------------------
@@ -132,15 +134,15 @@ def expected_p_hit(profile: Profile, spec: SpecConfig, fanout: tuple[int, ...] |
 
 
 def message_bytes(spec: SpecConfig, vocab_size: int, batch: int) -> tuple[int, int]:
-    """(outcome bytes verifier->draft, speculation bytes draft->verifier) for one round of a batch.
-
-    Outcome: (seq id, k, bonus token) per sequence. Speculation: hit flag + K tokens + draft probabilities:
-    full vocabulary rows (bf16) at temperature > 0, one probability per token at temperature 0.
+    """(outcome bytes verifier->draft, speculation bytes draft->verifier) for one round of a batch, as the
+    executor sends them. Outcome: int64 [B, 4]. Speculation: a float64 header [B + 1, W], W = max(3 + K,
+    2 * REPLY_PHASES) (per sequence: hit, bonus rank, from_backup, K tokens; one row of phase times), and at
+    temperature > 0 the float32 draft rows [B, K, V] the verifier needs for the residual.
     """
-    up = batch * 3 * TOKEN_BYTES
-    rows = vocab_size if spec.temperature > 0 else 1
-    down = batch * (1 + spec.k * TOKEN_BYTES + spec.k * rows * PROB_BYTES)
-    return up, down
+    up = batch * OUTCOME_BYTES
+    width = max(3 + spec.k, 2 * REPLY_PHASES)
+    rows = batch * spec.k * vocab_size * Q_BYTES if spec.temperature > 0 else 0
+    return up, (batch + 1) * width * 8 + rows
 
 
 @dataclass(frozen=True)

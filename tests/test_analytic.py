@@ -141,8 +141,9 @@ def test_critical_batch_size_separates_backups():
 def test_message_bytes_full_rows_only_when_sampling():
     greedy = message_bytes(SpecConfig(k=4, temperature=0.0), 32000, batch=2)
     hot = message_bytes(SpecConfig(k=4, temperature=1.0), 32000, batch=2)
-    assert greedy[0] == hot[0] == 24
-    assert hot[1] > 100 * greedy[1] and hot[1] == 2 * (1 + 16 + 4 * 32000 * 2)
+    assert greedy[0] == hot[0] == 2 * 4 * 8                  # int64 [B, 4] outcome, as the executor sends it
+    assert greedy[1] == (2 + 1) * 10 * 8                      # float64 header [B + 1, max(3 + K, 10)]
+    assert hot[1] > 100 * greedy[1] and hot[1] == greedy[1] + 2 * 4 * 32000 * 4   # + float32 q [B, K, V]
 
 
 def test_link_latency_slows_ssd():

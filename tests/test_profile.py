@@ -95,3 +95,51 @@ def test_measurements_round_trip(tmp_path):
     m = Measurements(meta={"mode": "ssd"}, rounds=[{"round": 0, "accepted": [2], "hit": [True]}])
     m.to_json(tmp_path / "m.json")
     assert Measurements.from_json(tmp_path / "m.json") == m
+
+
+def test_old_profile_without_link_bandwidth_or_placement_loads(tmp_path):
+    """A profile written before link_bytes_per_s and provenance.placement existed: same schema, defaults."""
+    d = toy().to_dict()
+    for key in ("link_bytes_per_s", "fast_backup_s", "vocab_size", "provenance"):
+        d.pop(key)
+    (tmp_path / "old.json").write_text(json.dumps(d))
+    p = Profile.from_json(tmp_path / "old.json")
+    assert p.link_bytes_per_s == 0.0 and p.message_s(10 ** 9) == p.link_s   # infinite bandwidth
+    assert p.placement == {}
+    assert all(load_preset(name).link_s >= 0 for name in ("cpu-tinypair", "h100-llama8b-llama1b"))
+
+
+def test_placement_round_trip_and_validation(tmp_path):
+    from calibration.profile import placement_of
+
+    meta = {"device": "cuda:0", "target_devices": ["cuda:0", "cuda:1"], "draft_device": "cuda:2", "tp_size": 2}
+    placement = placement_of([{"machine": "x"}, meta])
+    assert placement == {"target_devices": ["cuda:0", "cuda:1"], "draft_device": "cuda:2", "tp_size": 2}
+    assert placement_of([{"device": "cpu", "draft_device": "cpu"}])["tp_size"] == 1
+    p = toy().with_(provenance={"placement": placement}, link_bytes_per_s=2e9)
+    p.to_json(tmp_path / "p.json")
+    back = Profile.from_json(tmp_path / "p.json")
+    assert back.placement == placement and back.message_s(4e6) == pytest.approx(0.0002 + 0.002)
+    for bad, needle in (({"tp_size": 3, "target_devices": ["cpu", "cpu"]}, "tp_size"),
+                        ({"target_devices": "cuda:0"}, "target_devices"), ({"gpus": 2}, "gpus"),
+                        ({"tp_size": 0}, "tp_size")):
+        with pytest.raises(ConfigError, match=needle):
+            toy().with_(provenance={"placement": bad})
+
+
+def test_simulated_message_time_is_latency_plus_bytes_over_bandwidth():
+    """Every simulated SSD message: link_s + bytes / link_bytes_per_s, bytes as the executor sends them."""
+    from saguaro_sim import SpecConfig, Workload, simulate
+
+    link_s, bw, vocab, k, b = 1e-3, 5e6, 1000, 3, 2
+    p = toy().with_(link_s=link_s, link_bytes_per_s=bw, vocab_size=vocab)
+    for temperature in (0.0, 1.0):
+        spec = SpecConfig(mode="ssd", k=k, budget=8, batch_size=b, temperature=temperature)
+        res = simulate(p, spec, Workload(num_sequences=b, output_tokens=16), seed=0, trace=True)
+        header = (b + 1) * max(3 + k, 10) * 8                             # float64 [B + 1, W]
+        q_rows = b * k * vocab * 4 if temperature > 0 else 0               # float32 [B, K, V]
+        want = {"outcome": b * 4 * 8, "speculation": header + q_rows}     # int64 [B, 4] back
+        link = [e for e in res.events if e["track"] == "link" and e["args"]["bytes"] == want[e["name"]]]
+        assert {e["name"] for e in link} == {"outcome", "speculation"}
+        for e in link:
+            assert e["dur_s"] == pytest.approx(link_s + want[e["name"]] / bw, rel=1e-12)

@@ -37,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default 64)")
     r.add_argument("--device", help="cpu | cuda | cuda:N (default cpu)")
     r.add_argument("--draft-device", help="device of the draft (default: the target's)")
+    r.add_argument("--target-devices", metavar="LIST",
+                   help="tensor-parallel target over these, e.g. cuda:0,cuda:1 or cpu,cpu (default: --device alone; "
+                        "--device defaults to the first)")
     r.add_argument("--dtype", help="float32 | bfloat16 | float16")
     r.add_argument("--seed", type=int, help="random seed (default 0)")
     r.add_argument("--threads", type=int, help="torch threads per process (default 1)")
@@ -51,6 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def config_from(args: argparse.Namespace):
     """RunConfig from --config and the flags; errors name the flag (or the file and key)."""
     from saguaro_exec import RunConfig
+    from saguaro_exec.tp_config import is_device
     from saguaro_sim.config import SpecConfig
 
     base = RunConfig.from_toml(args.config) if args.config else RunConfig()
@@ -68,6 +72,10 @@ def config_from(args: argparse.Namespace):
     over = {n: getattr(args, n) for n in RUN_FLAGS if getattr(args, n) is not None}
     if args.prompt is not None:
         over["prompts"] = list(args.prompt)
+    if args.target_devices is not None:
+        over["target_devices"] = [d.strip() for d in args.target_devices.split(",")]
+        if is_device(over["target_devices"][0]):             # else RunConfig names the bad entry
+            over.setdefault("device", over["target_devices"][0])
     kept = {f.name: getattr(base, f.name) for f in fields(RunConfig)}
     if "prompts" in over:
         kept["prompt_file"] = None

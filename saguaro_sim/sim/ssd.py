@@ -26,14 +26,13 @@ class SSDEngine(Engine):
         self.fast = fast
         self.draft_devices = spec.draft_devices
         self.width = math.ceil(spec.budget / spec.draft_devices)
-        self.up_bytes, self.down_bytes = message_bytes(spec, self.profile.vocab_size, 1)
         self.to_verifier = Mailbox(env)
         self.to_speculator = Mailbox(env)
         self.link = Link(env, self.events)
         self.go = [env.event() for _ in range(spec.draft_devices)]
         self.built = [env.event() for _ in range(spec.draft_devices)]
         self.backup_rounds = 0
-        self._msg_cache: dict[int, float] = {}
+        self._msg_cache: dict[tuple[int, int], tuple[int, float]] = {}
 
     def start(self) -> None:
         self.env.process(self._verifier())
@@ -45,15 +44,17 @@ class SSDEngine(Engine):
         draft, k = self.profile.draft, self.spec.k
         return draft(b, k + 1, ctx) + k * draft(b, self.width, ctx)
 
-    def _message_s(self, nbytes: int) -> float:
-        t = self._msg_cache.get(nbytes)
-        if t is None:
-            t = self._msg_cache[nbytes] = self.profile.message_s(nbytes)
-        return t
+    def _message(self, b: int, down: bool) -> tuple[int, float]:
+        """(bytes, seconds) of the speculation (down) or outcome message of a batch of b sequences."""
+        got = self._msg_cache.get((b, down))
+        if got is None:
+            nbytes = message_bytes(self.spec, self.profile.vocab_size, b)[down]
+            got = self._msg_cache[(b, down)] = (nbytes, self.profile.message_s(nbytes))
+        return got
 
     def _send_speculation(self, b: int) -> None:
-        nbytes = self.down_bytes * b
-        self.link.send(self.to_verifier, None, self._message_s(nbytes), "speculation", nbytes)
+        nbytes, t = self._message(b, True)
+        self.link.send(self.to_verifier, None, t, "speculation", nbytes)
 
     def _verifier(self):
         env, st, k, target = self.env, self.state, self.spec.k, self.profile.target
@@ -70,8 +71,8 @@ class SSDEngine(Engine):
                 self.record("verify", "verifier", start, t_v, batch=b, tokens=added, any_miss=any_miss)
             if self.end_round():
                 return
-            nbytes = self.up_bytes * st.n_active
-            self.link.send(self.to_speculator, any_miss, self._message_s(nbytes), "outcome", nbytes)
+            nbytes, t = self._message(st.n_active, False)
+            self.link.send(self.to_speculator, any_miss, t, "outcome", nbytes)
 
     def _lead(self):
         env, st, k = self.env, self.state, self.spec.k
