@@ -102,6 +102,8 @@ class TPTarget:
         self.config = self.shard.full_config
         self.dtype = self.shard.dtype
         self._collective(lambda: self.group.allreduce([torch.ones(1, device=self.device)]).wait())   # all loaded
+        os.remove(args_file)            # only error files stay (a SIGKILL of this process leaves no weights)
+        shutil.rmtree(os.path.join(self._tmp, "target"), ignore_errors=True)
 
     def _err_file(self, rank: int) -> str:
         return os.path.join(self._tmp, f"error-{rank}.txt")

@@ -124,7 +124,12 @@ def test_workers_die_with_an_interrupted_or_killed_verifier(sig):
             workers = [c for c in children(proc.pid) if b"tp_entry" in Path(f"/proc/{c}/cmdline").read_bytes()]
             time.sleep(0.1)
         assert workers, "no tensor-parallel worker started"
-        time.sleep(1.0)                                     # into the decoding loop
+        args_file = Path(Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[6].decode())
+        assert args_file.name == "args.json"
+        while args_file.exists() and time.time() < end:     # removed once every rank has loaded its shard
+            time.sleep(0.05)
+        assert not args_file.exists(), "the tensor-parallel ranks never finished loading"
+        time.sleep(0.5)                                     # into the decoding loop
         assert alive(workers[0])
         proc.send_signal(sig)
         proc.wait(timeout=20)
