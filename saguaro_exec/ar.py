@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from .accel import Accel
 from .model import Transformer
 from .rounds import BatchResult, event, finish_times, new_round
 from .runner import CachedModel
@@ -14,10 +15,11 @@ from .verifier import Sequences
 
 
 def run_ar(model: Transformer, prompts: list[list[int]], max_new: int, temperature: float,
-           gen: torch.Generator, eos_ids: list[int], t_start: float) -> BatchResult:
-    """Decode ``max_new`` tokens per prompt (or to EOS), batched; greedy at T = 0."""
+           gen: torch.Generator, eos_ids: list[int], t_start: float, accel: Accel | None = None) -> BatchResult:
+    """Decode ``max_new`` tokens per prompt (or to EOS), batched; greedy at T = 0. The first round is the
+    prefill (kept out of the CUDA graphs); each round's tokens are its one device -> host transfer."""
     state = Sequences(prompts, max_new, eos_ids)
-    runner = CachedModel(model, len(prompts), max(len(p) for p in prompts) + max_new + 2)
+    runner = CachedModel(model, len(prompts), max(len(p) for p in prompts) + max_new + 2, accel)
     now = lambda: time.perf_counter() - t_start  # noqa: E731
     start_s = now()
     n_valid = torch.zeros(len(prompts), dtype=torch.long)
@@ -27,7 +29,7 @@ def run_ar(model: Transformer, prompts: list[list[int]], max_new: int, temperatu
         t0 = now()
         live = [b for b in range(len(prompts)) if not state.done[b]]
         ctx = [len(s) for s in state.seqs]
-        logits = runner.last_logits([s[int(n):] for s, n in zip(state.seqs, n_valid)], n_valid)
+        logits = runner.last_logits([s[int(n):] for s, n in zip(state.seqs, n_valid)], n_valid, graphed=r > 0)
         tok = logits.argmax(-1) if temperature <= 0 else sample(target_probs(logits, temperature), gen)
         tok = tok.tolist()
         for b in live:

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import torch
 
+from .accel import Accel
 from .model import Transformer
 from .runner import CachedModel
 from .sampling import saguaro_probs, sample
+from .transfer import to_host
 
 
 class Drafter:
     """Draft model + cache for a batch; token lists mirror the verifier's true sequences."""
 
     def __init__(self, model: Transformer, prompts: list[list[int]], k: int, temperature: float,
-                 sampler_c: float, gen: torch.Generator, max_new: int, tree_slots: int = 0) -> None:
+                 sampler_c: float, gen: torch.Generator, max_new: int, tree_slots: int = 0,
+                 accel: Accel | None = None) -> None:
         self.k, self.temperature, self.sampler_c, self.gen = k, temperature, sampler_c, gen
         self.seqs = [list(p) for p in prompts]
         self.done = [False] * len(prompts)
         self.prefix_capacity = max(len(p) for p in prompts) + max_new + 2 * k + 4
-        self.runner = CachedModel(model, len(prompts), self.prefix_capacity + tree_slots)
+        self.runner = CachedModel(model, len(prompts), self.prefix_capacity + tree_slots, accel)
         self.n_valid = torch.zeros(len(prompts), dtype=torch.long)
         self.vocab = model.config.vocab_size
 
@@ -33,19 +36,20 @@ class Drafter:
 
     def prefill(self) -> None:
         """Cache every prompt but its last token."""
-        self.runner.extend([s[:-1] for s in self.seqs], self.n_valid)
+        self.runner.extend([s[:-1] for s in self.seqs], self.n_valid, graphed=False)
         self.n_valid = self.lengths - 1
 
     def _pick(self, logits: torch.Tensor, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Greedy at T=0 (no q needed); else sample from sigma_{F,C} and return that q."""
+        """Greedy at T=0 (no q needed); else sample from sigma_{F,C} and return that q (fan on the host)."""
         if self.temperature <= 0:
             return logits.argmax(-1), None
-        q = saguaro_probs(logits, self.temperature, fan.to(logits.device), self.sampler_c)
+        q = saguaro_probs(logits, self.temperature, fan, self.sampler_c)
         return sample(q, self.gen), q
 
     def jit(self, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """K tokens drafted one step at a time from the true prefix; fan [B, K+1] is the per-row
-        Saguaro F_i. Returns (tokens [B, K], q [B, K, V] or None, draft logits D_0..D_{K-1} [B, K, V])."""
+        Saguaro F_i. Returns (tokens [B, K] on the host, q [B, K, V] or None, draft logits D_0..D_{K-1}
+        [B, K, V]); the drafted tokens stay on the device between steps (one transfer at the end)."""
         chunks = [s[int(n):] for s, n in zip(self.seqs, self.n_valid)]
         logits = self.runner.last_logits(chunks, self.n_valid)
         self.n_valid = self.lengths
@@ -56,8 +60,8 @@ class Drafter:
             qs.append(q)
             rows.append(logits)
             if i + 1 < self.k:
-                logits = self.runner.last_logits([[int(t)] for t in tok.tolist()], self.n_valid + i)
-        tokens = torch.stack(toks, 1).cpu()
+                logits = self.runner.decode(tok.view(-1, 1), self.n_valid + i)[:, 0]
+        (tokens,) = to_host(torch.stack(toks, 1))
         q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
         return tokens, q_all, torch.stack(rows, 1)
 

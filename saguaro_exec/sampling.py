@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from .transfer import to_device
+
 
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     """A seeded generator on ``device`` (all sampling randomness flows through one of these)."""
@@ -29,17 +31,19 @@ def saguaro_probs(logits: torch.Tensor, temperature: float, fanout: torch.Tensor
                   sampler_c: float) -> torch.Tensor:
     """sigma_{F,C}: the draft's softmax with the mass of its top-F tokens scaled by C (Definition 14).
 
-    ``fanout`` is an int or a tensor broadcastable to ``logits.shape[:-1]``. C = 1 is plain sampling;
+    ``fanout`` is an int or a tensor broadcastable to ``logits.shape[:-1]`` (pass it on the host: its
+    maximum is read there, so a device ``logits`` needs no host sync). C = 1 is plain sampling;
     at T = 0 the draft is greedy (one-hot), whatever C. Rows whose scaled mass would vanish (C = 0 with
     F >= V) fall back to plain softmax.
     """
     probs = target_probs(logits, temperature)
     if temperature <= 0.0 or sampler_c >= 1.0:
         return probs
-    fan = torch.as_tensor(fanout, device=logits.device).expand(logits.shape[:-1])
-    fmax = int(min(int(fan.max().item()), logits.shape[-1]))
+    fan = torch.as_tensor(fanout)
+    fmax = int(min(int(fan.max()), logits.shape[-1]))
     if fmax <= 0:
         return probs
+    fan = to_device(fan, logits.device).expand(logits.shape[:-1])
     top = probs.topk(fmax, dim=-1).indices                          # [..., fmax], best first
     take = torch.arange(fmax, device=logits.device) < fan.unsqueeze(-1)  # first F_row of them
     in_top = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, top, take)

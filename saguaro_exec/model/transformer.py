@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .flash import flash_attend
 from .kv_cache import KVCache
 from .rope import Rotary, apply_rope
 
@@ -47,7 +48,7 @@ class Attention(nn.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def forward(self, x, cos, sin, cache: KVCache | None, slots, mask) -> torch.Tensor:
+    def forward(self, x, cos, sin, cache: KVCache | None, slots, mask, seqlens=None) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim)
@@ -59,6 +60,9 @@ class Attention(nn.Module):
         v = v.transpose(1, 2)
         if cache is not None:
             cache.write(self.layer_idx, slots, k, v)
+            if seqlens is not None:  # contiguous causal chunk: flash-attn over the cache (model/flash.py)
+                out = flash_attend(q, cache, self.layer_idx, seqlens)  # [B, T, H, D]
+                return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim))
             if mask is None:
                 raise ValueError("forward with a cache needs a mask [B, T, S]")
             k, v = cache.view(self.layer_idx, mask.shape[-1])
@@ -99,8 +103,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache, slots, mask) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, slots, mask)
+    def forward(self, x, cos, sin, cache, slots, mask, seqlens=None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, slots, mask, seqlens)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -133,34 +137,39 @@ class Transformer(nn.Module):
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def hidden_states(self, tokens, positions=None, cache=None, slots=None, mask=None) -> torch.Tensor:
+    def hidden_states(self, tokens, positions=None, cache=None, slots=None, mask=None,
+                      seqlens=None) -> torch.Tensor:
         b, t = tokens.shape
         if positions is None:
             if cache is not None:
                 raise ValueError("forward with a cache needs explicit positions [B, T]")
             positions = torch.arange(t, device=tokens.device).expand(b, t)
         if cache is not None:
-            if slots is None or mask is None:
-                raise ValueError("forward with a cache needs slots [B, T] and mask [B, T, S]")
+            if slots is None or (mask is None and seqlens is None):
+                raise ValueError("forward with a cache needs slots [B, T] and mask [B, T, S] (or seqlens [B])")
             if cache.batch != b:
                 raise ValueError(f"cache batch {cache.batch} != tokens batch {b}")
-            if mask.shape[0] != b or mask.shape[1] != t or mask.shape[2] > cache.capacity:
+            if mask is not None and (mask.shape[0] != b or mask.shape[1] != t or mask.shape[2] > cache.capacity):
                 raise ValueError(f"mask shape {tuple(mask.shape)} does not fit tokens {b}x{t} / capacity {cache.capacity}")
         x = self.model.embed_tokens(tokens)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
         for layer in self.model.layers:
-            x = layer(x, cos, sin, cache, slots, mask)
+            x = layer(x, cos, sin, cache, slots, mask, seqlens)
         return self.model.norm(x)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None, cache: KVCache | None = None,
-                slots: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+                slots: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                seqlens: torch.Tensor | None = None) -> torch.Tensor:
         """tokens, positions, slots: [B, T]; mask: Bool [B, T, S] -> float32 logits [B, T, V].
+
+        ``seqlens`` (int32 [B], CUDA, bf16/fp16; instead of ``mask``): the step is a contiguous causal chunk
+        ending at slot seqlens[b] - 1 of each row, attended with flash-attn (model/flash.py).
 
         With cache=None: plain causal self-attention over the T tokens (training / scoring), positions
         default to 0..T-1 and `mask`, if given, is a [B, T, T] mask over the new tokens themselves.
         Every query must see at least one slot (normally its own), else its output is undefined.
         """
-        return self.lm_head(self.hidden_states(tokens, positions, cache, slots, mask)).float()
+        return self.lm_head(self.hidden_states(tokens, positions, cache, slots, mask, seqlens)).float()
 
     @property
     def device(self) -> torch.device:
