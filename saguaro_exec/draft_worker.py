@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .accel import Accel
 from .drafter import Drafter
 from .model import Transformer
 from .ngram import ngram_propose, one_hot_q
+from .transfer import to_device
 from .tree import SpecCache, build_tree, fork, tree_slots
 
 SMALL_BATCH = 16   # up to this many rows, cache lookups use per-row dicts prepared during the build
@@ -43,6 +45,7 @@ class WorkerSpec:
     temperature: float
     max_new: int
     n_rank: int = 64
+    accel: Accel = field(default_factory=Accel)   # the draft process's GPU fast path (accel.py)
 
 
 class DraftWorker:
@@ -53,7 +56,7 @@ class DraftWorker:
         self.ws, self.gen, self.t_start = ws, gen, t_start
         branches = max(sum(ws.fanout), sum(ws.fanout_miss), 1)
         self.drafter = Drafter(model, prompts, ws.k, ws.temperature, ws.sampler_c, gen, ws.max_new,
-                               tree_slots(ws.k, branches))
+                               tree_slots(ws.k, branches), ws.accel)
         bsz = len(prompts)
         self.primary = torch.tensor(ws.fanout, dtype=torch.long).expand(bsz, -1)
         self.miss = torch.tensor(ws.fanout_miss, dtype=torch.long).expand(bsz, -1)
@@ -91,7 +94,8 @@ class DraftWorker:
         t1 = self._now()
         f = fork(d_logits, self.sent, self._fan(), ws.n_rank)
         t2 = self._now()
-        self.cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
+        self.cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout,
+                                self.gen).host()
         if len(d.seqs) <= SMALL_BATCH:
             self.cache.prepare(ws.n_rank)
         t3 = self._now()
@@ -131,5 +135,5 @@ class DraftWorker:
         toks = [ngram_propose(s, ws.k, d.vocab, self.gen) if bool(r) else [0] * ws.k
                 for s, r in zip(d.seqs, rows)]
         tokens = torch.tensor(toks, dtype=torch.long).view(len(toks), ws.k)
-        q = None if ws.temperature <= 0 else one_hot_q(tokens, d.vocab).to(d.runner.device)
+        q = None if ws.temperature <= 0 else to_device(one_hot_q(tokens, d.vocab), d.runner.device)
         return tokens, q

@@ -33,11 +33,11 @@ def _fill_outcome(row: dict, reply: Reply) -> None:
 
 
 def run_ssd(target: Transformer, link, prompts: list[list[int]], k: int, max_new: int, temperature: float,
-            gen: torch.Generator, eos_ids: list[int], t_start: float, on_fault=None) -> BatchResult:
+            gen: torch.Generator, eos_ids: list[int], t_start: float, on_fault=None, accel=None) -> BatchResult:
     """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
     A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
-    finishes the batch in-process (re-raised when None)."""
-    ver = Verifier(target, prompts, k, temperature, gen, max_new, eos_ids)
+    finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py)."""
+    ver = Verifier(target, prompts, k, temperature, gen, max_new, eos_ids, accel)
     now = lambda: time.perf_counter() - t_start  # noqa: E731
     start_s = now()
     ver.prefill()
