@@ -1,6 +1,7 @@
 """One-shot GPU check (issue 7): device ceilings, latency grids of a Llama-3.1-8B-shaped target and a
 Llama-3.2-1B-shaped draft (random bf16 weights), eager vs CUDA-graph steps, a fitted H200 profile compared
-with the roofline preset, and AR/SD/SSD executor runs. Every step is guarded: a failure is recorded and
+with the roofline preset, and AR/SD/SSD executor runs with CUDA graphs on and off (the GPU pytest files run
+before this script, in bench/gpu_check.sh). Every step is guarded: a failure is recorded and
 the next step runs. `--quick` shrinks everything so the script can be tested on a CPU.
 
     python bench/gpu_check.py --out $OUT            # on the GPU machine (bench/gpu_check.sh)
@@ -244,25 +245,35 @@ def decode_bandwidth() -> list[dict]:
     return out
 
 
+def graph_settings() -> tuple[str, ...]:
+    """CUDA graphs on and off on a GPU (the comparison); only off on CPU, where "on" is a ConfigError."""
+    return ("on", "off") if DEVICE.startswith("cuda") else ("off",)
+
+
 @step("exec_runs")
 def exec_runs() -> list[dict]:
-    """AR / SD / SSD through saguaro_exec.run on the tiny pair (real acceptance) on this device."""
+    """AR / SD / SSD through saguaro_exec.run on the tiny pair (real acceptance) on this device, with CUDA
+    graphs on and off."""
     import saguaro_exec
     from saguaro_sim import SpecConfig
 
     out = []
     for batch in (1, 4):
-        for mode in ("ar", "sd", "ssd"):
-            spec = SpecConfig(mode=mode, k=4, budget=16, batch_size=batch)
-            cfg = saguaro_exec.RunConfig(spec=spec, max_new_tokens=32 if QUICK else 128, device=DEVICE,
-                                         seed=0)
-            rep = saguaro_exec.run(cfg)
-            out.append(run_row("tiny", mode, batch, rep))
+        for graphs in graph_settings():
+            for mode in ("ar", "sd", "ssd"):
+                spec = SpecConfig(mode=mode, k=4, budget=16, batch_size=batch)
+                cfg = saguaro_exec.RunConfig(spec=spec, max_new_tokens=32 if QUICK else 128, device=DEVICE,
+                                             seed=0, cuda_graphs=graphs)
+                rep = saguaro_exec.run(cfg)
+                out.append(run_row("tiny", mode, batch, rep))
     return out
 
 
 def run_row(model: str, mode: str, batch: int, rep) -> dict:
-    row = {"model": model, "mode": mode, "batch": batch, "tokens_per_s": rep.tokens_per_s,
+    meta = rep.measurements.meta
+    row = {"model": model, "mode": mode, "batch": batch, "cuda_graphs": meta.get("cuda_graphs"),
+           "attention": meta.get("attention"), "graph_captures": meta.get("graph_captures"),
+           "tokens_per_s": rep.tokens_per_s,
            "tokens_per_round": rep.mean_tokens_per_round, "hit_rate": rep.hit_rate, "wait_share": rep.wait_share,
            "ceiling_tokens_per_s": rep.ceiling_tokens_per_s, "wall_s": rep.wall_s}
     for side, a in rep.achieved.items():     # achieved bandwidth / FLOP/s of the run's forwards vs the peaks
@@ -275,7 +286,8 @@ def run_row(model: str, mode: str, batch: int, rep) -> dict:
 
 @step("exec_runs_random_shapes")
 def exec_runs_random_shapes() -> list[dict]:
-    """AR / SD / SSD with random-weight 8B/1B shapes: timing only (random weights make acceptance meaningless)."""
+    """AR / SD / SSD with random-weight 8B/1B shapes: timing only (random weights make acceptance meaningless).
+    CUDA graphs on at batch 1 and 4; off (eager, the comparison) at batch 1 with fewer tokens (time budget)."""
     import saguaro_exec
     from saguaro_sim import SpecConfig
 
@@ -283,12 +295,14 @@ def exec_runs_random_shapes() -> list[dict]:
     draft = random_model(model_config(DRAFT, 4096), seed=1, device=DEVICE, dtype=DTYPE)
     gen = torch.Generator().manual_seed(0)
     out = []
-    for batch in (1, 4):
+    runs = [(1, g) for g in graph_settings()] + [(4, graph_settings()[0])]
+    for batch, graphs in runs:
         prompts = [torch.randint(0, TARGET.vocab, (128,), generator=gen).tolist() for _ in range(batch)]
         for mode in ("ar", "sd", "ssd"):
             spec = SpecConfig(mode=mode, k=4, budget=16, batch_size=batch)
+            n_new = 16 if QUICK else 64 if graphs == "on" else 32
             cfg = saguaro_exec.RunConfig(spec=spec, target=target, draft=draft, prompts=prompts,
-                                         max_new_tokens=16 if QUICK else 64, device=DEVICE,
+                                         max_new_tokens=n_new, device=DEVICE, cuda_graphs=graphs,
                                          dtype="bfloat16" if DTYPE == torch.bfloat16 else "float32", seed=0)
             out.append(run_row(f"random {TARGET.name}/{DRAFT.name}", mode, batch, saguaro_exec.run(cfg)))
     return out

@@ -15,6 +15,7 @@ import torch
 from calibration.errors import ConfigError
 from calibration.measurements import Measurements
 
+from .accel import resolve_accel
 from .achieved import achieved, resolve_hardware, shape_dict
 from .ar import run_ar
 from .draft_process import DraftArgs, load_source
@@ -106,6 +107,8 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
     target_src, draft_src = _sources(config)
     ids, tok = _encode(config.load_prompts(), target_src)
     dtype = getattr(torch, config.dtype)
+    accel = resolve_accel(config.cuda_graphs, config.attention, config.device, config.dtype)
+    daccel = resolve_accel(config.cuda_graphs, config.attention, ddev, config.dtype)
     target = _load_target(config, target_src, stack)
     vocab = target.config.vocab_size
     _check_prompt_ids(ids, vocab, target.config.max_position_embeddings)
@@ -133,12 +136,16 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
             "draft_shape": shape_dict(_config_of(draft_src), "draft") if spec.mode != "ar" else None,
             "hardware": resolve_hardware(config.hardware, config.device),
             "draft_hardware": resolve_hardware(config.hardware, ddev) if spec.mode != "ar" else None,
+            "cuda_graphs": accel.graphs, "attention": accel.attention,
+            "draft_cuda_graphs": daccel.graphs if spec.mode != "ar" else None,
+            "draft_attention": daccel.attention if spec.mode != "ar" else None,
             "torch": torch.__version__, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     try:
         if spec.mode == "ar":
             for bi, batch in enumerate(batches):
                 gen = make_generator(config.seed + 104729 * bi, config.device)
-                results.append(run_ar(target, batch, config.max_new_tokens, spec.temperature, gen, eos, t_start))
+                results.append(run_ar(target, batch, config.max_new_tokens, spec.temperature, gen, eos, t_start,
+                                      accel))
         elif spec.mode == "sd":
             draft = load_source(draft_src, ddev, config.dtype)
             _check_vocab(vocab, draft.config.vocab_size)
@@ -146,11 +153,12 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
                 gens = (make_generator(config.seed + 104729 * bi, config.device),
                         make_generator(config.seed + 7919 * (bi + 1), ddev))
                 results.append(run_sd(target, draft, batch, spec.k, primary, spec.sampler_c,
-                                      config.max_new_tokens, spec.temperature, gens, eos, t_start))
+                                      config.max_new_tokens, spec.temperature, gens, eos, t_start,
+                                      accel=(accel, daccel)))
         else:
             _check_vocab(vocab, _vocab_of(draft_src))
             ws = WorkerSpec(k=spec.k, fanout=primary, fanout_miss=miss, sampler_c=spec.sampler_c, backup=backup,
-                            temperature=spec.temperature, max_new=config.max_new_tokens)
+                            temperature=spec.temperature, max_new=config.max_new_tokens, accel=daccel)
             args = DraftArgs(source=draft_src, device=ddev, dtype=config.dtype, batches=batches, ws=ws,
                              seed=config.seed, t_start=t_start, threads=threads, timeout_s=config.timeout_s,
                              fault=config.inject_fault)
@@ -162,12 +170,12 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
                 meta["draft_pid"] = link.pid
                 for bi, batch in enumerate(batches):
                     if fb.faults:                       # the draft process is gone: the rest in-process
-                        results.append(_fallback_batch(fb, target, batch, bi, config, eos))
+                        results.append(_fallback_batch(fb, target, batch, bi, config, eos, (accel, daccel)))
                         continue
                     gen = make_generator(config.seed + 104729 * bi, config.device)
                     on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
                     results.append(run_ssd(target, link, batch, spec.k, config.max_new_tokens, spec.temperature,
-                                           gen, eos, t_start, on_fault=on_fault))
+                                           gen, eos, t_start, on_fault=on_fault, accel=accel))
     except ConfigError:
         raise
     except Exception as e:
@@ -179,18 +187,19 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
                   partial, [f.to_dict() for f in fb.faults]) from e
     finally:
         torch.set_num_threads(old_threads)
+        meta["graph_captures"] = accel.captures + daccel.captures    # this process's (not the draft process's)
     return _report(spec.mode, spec.k, results, tok, meta, fb)
 
 
 def _fallback_batch(fb: Fallback, target, batch: list[list[int]], bi: int, config: RunConfig,
-                    eos: list[int]) -> BatchResult:
-    """A whole batch after a draft fault: SD with the in-process draft, or AR."""
+                    eos: list[int], accel: tuple) -> BatchResult:
+    """A whole batch after a draft fault: SD with the in-process draft, or AR (``accel``: target, draft)."""
     spec, gen = config.spec, make_generator(config.seed + 104729 * bi, config.device)
     if fb.how == "ar":
-        return run_ar(target, batch, config.max_new_tokens, spec.temperature, gen, eos, fb.t_start)
+        return run_ar(target, batch, config.max_new_tokens, spec.temperature, gen, eos, fb.t_start, accel[0])
     gens = (gen, make_generator(config.seed + 7919 * (bi + 1) + 1, fb.device))
     return run_sd(target, fb.draft(), batch, spec.k, fb.fanout, spec.sampler_c, config.max_new_tokens,
-                  spec.temperature, gens, eos, fb.t_start)
+                  spec.temperature, gens, eos, fb.t_start, accel=accel)
 
 
 def _load_target(config: RunConfig, src: object, stack: ExitStack):

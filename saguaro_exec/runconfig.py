@@ -13,6 +13,7 @@ from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hardware import HARDWARE, get_hardware
 from saguaro_sim.config import SpecConfig
 
+from .accel import check_accel
 from .faults import FALLBACKS, parse_fault
 from .tp_config import check_target_devices, device_index
 
@@ -82,6 +83,8 @@ class RunConfig:
     fallback: str = "sd"
     inject_fault: str | None = None
     hardware: str | None = None   # hardware preset for the roofline fractions (None: detected on CUDA)
+    cuda_graphs: str = "auto"     # CUDA graphs for the steps: auto (on exactly on CUDA) | on | off; accel.py
+    attention: str = "auto"       # auto (flash-attn when it imports, CUDA, bf16/fp16) | sdpa | flash
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, SpecConfig):
@@ -103,6 +106,8 @@ class RunConfig:
             _check_device("draft_device", self.draft_device)
         self.target_devices = check_target_devices(self.target_devices, self.device, self.target)
         check_choice("dtype", self.dtype, DTYPES)
+        check_accel(self.cuda_graphs, self.attention, [self.device] + [d for d in [self.draft_device] if d],
+                    self.dtype)
         check_number("seed", self.seed, 0, 2**62, integer=True)
         check_number("timeout_s", self.timeout_s, 0.0, 1e7, lo_open=True)
         check_number("b_star", self.b_star, 0.0, 1e6)

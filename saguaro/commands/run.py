@@ -18,7 +18,7 @@ from saguaro.commands.common import (
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
-             "threads", "draft_timeout_s", "fallback", "hardware")
+             "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -47,6 +47,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--fallback", help="after a draft fault: sd | ar | none (default sd)")
     r.add_argument("--hardware", help="hardware preset for the achieved-vs-peak shares: a100 | h100 | h200 | "
                                       "b200 | mi300x (default: detected on CUDA; on CPU peak unknown)")
+    r.add_argument("--cuda-graphs", help="auto | on | off: replay decode/verify/tree steps from CUDA graphs "
+                                         "(default auto: on exactly when the device is CUDA)")
+    r.add_argument("--attention", help="auto | sdpa | flash: flash-attn for decode and verify (default auto: "
+                                       "flash when flash_attn imports, on CUDA with bf16/fp16)")
     add_output_args(p)
     return p
 
