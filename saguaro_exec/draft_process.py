@@ -18,10 +18,12 @@ import torch.distributed as dist
 
 from .draft_worker import DraftWorker, WorkerSpec
 from .faults import apply_fault, parse_fault
-from .messages import reply_tensor, unpack_outcome
+from .messages import cache_q, cache_tensor, reply_tensor, unpack_outcome
 from .sampling import make_generator
 
 TAG = 0
+TAG_Q = 1          # q rows at temperature > 0: their own tag, so both receives can be posted early
+TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
 
 
 @dataclass
@@ -38,6 +40,7 @@ class DraftArgs:
     threads: int
     timeout_s: float
     fault: str | None = None       # test-only fault injection (faults.parse_fault)
+    protocol: str = "reply"        # "reply": answer each outcome | "push": send each built cache (messages.py)
 
 
 def load_source(source: object, device: str, dtype: str):
@@ -73,11 +76,15 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
             pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
             n_sent += 1
             outcome = torch.zeros(len(prompts), 4, dtype=torch.long)
+            if args.protocol == "push":
+                n_sent = _serve_push(pg, worker, args, fault, n_sent, vocab, pending, outcome)
+                continue
             while True:
                 worker.build()                       # overlaps the verifier's verification
                 for work, _ in pending:              # gloo completes a send only once the peer
                     work.wait()                      # progresses, so never block on it before building
-                pg.recv([outcome], 0, TAG).wait()
+                pg.recv([outcome], 0, TAG).wait()    # (posting this before the build delays the reply's
+                                                     # delivery until the build ends: measured)
                 acc, bonus, done, stop = unpack_outcome(outcome)
                 pending = _send(pg, apply_fault(fault, n_sent, worker.answer(acc, bonus, done), vocab))
                 n_sent += 1
@@ -91,13 +98,47 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
         sys.exit(1)
 
 
+def cache_dims(ws: WorkerSpec, vocab: int) -> tuple[int, int]:
+    """(n_max, r_max): most branches and widest ranked list a cache message can carry."""
+    n_max = max(sum(ws.fanout), sum(ws.fanout_miss), 1)
+    return n_max, min(vocab, max(ws.n_rank, max(ws.fanout), max(ws.fanout_miss)) + 1)
+
+
+def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, args: DraftArgs, fault, n_sent: int, vocab: int,
+                pending: list, outcome: torch.Tensor) -> int:
+    """One batch of the push protocol: per round build, send the cache, read the outcome, and send a
+    speculation only for rows that missed (the verifier looks hits up in the cache it already holds)."""
+    k = args.ws.k
+    n_max, r_max = cache_dims(args.ws, vocab)
+    while True:
+        worker.build()
+        cache = apply_fault(fault, n_sent, worker.cache, vocab)
+        n_sent += 1
+        msgs = [(cache_tensor(cache, k, n_max, r_max, worker.times), TAG_CACHE)]
+        if cache.q is not None:
+            msgs.append((cache_q(cache.q, n_max), TAG_CACHE_Q))
+        for work, _ in pending:
+            work.wait()
+        pending = [(pg.send([m], 0, tag), m) for m, tag in msgs]
+        pg.recv([outcome], 0, TAG).wait()
+        acc, bonus, done, stop = unpack_outcome(outcome)
+        reply = worker.answer(acc, bonus, done)
+        if bool(reply.from_backup.any()):             # a live row missed: its backup speculation
+            pending += _send(pg, apply_fault(fault, n_sent, reply, vocab))
+            n_sent += 1
+        if stop:
+            for work, _ in pending:
+                work.wait()
+            return n_sent
+
+
 def _send(pg: dist.ProcessGroup, reply) -> list:
     """Post the reply (header, then q rows at temperature > 0) without waiting; returns (work, tensor)
     pairs, the tensors kept alive until their sends complete."""
     msgs = [reply_tensor(reply)]
     if reply.q is not None:
         msgs.append(reply.q.detach().to("cpu", torch.float32).contiguous())
-    return [(pg.send([m], 0, TAG), m) for m in msgs]
+    return [(pg.send([m], 0, tag), m) for m, tag in zip(msgs, (TAG, TAG_Q))]
 
 
 def main(argv: list[str]) -> None:

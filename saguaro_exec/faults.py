@@ -90,5 +90,6 @@ def apply_fault(fault: InjectedFault | None, reply_index: int, reply: object, vo
         raise RuntimeError(f"injected draft failure at reply {reply_index}")
     if fault.kind == "garble":
         reply.tokens = reply.tokens.clone().fill_(vocab + 1000)
-        reply.hit = reply.hit.float().fill_(0.5)
+        if hasattr(reply, "hit"):                      # a reply (a pushed speculation cache has no flags)
+            reply.hit = reply.hit.float().fill_(0.5)
     return reply

@@ -14,12 +14,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .draft_process import TAG, DraftArgs, connect, load_source
+from .draft_process import TAG, TAG_CACHE, TAG_CACHE_Q, TAG_Q, DraftArgs, cache_dims, connect, load_source
 from .draft_worker import DraftWorker, Reply
 from .faults import DraftFault, RunError
-from .messages import outcome_tensor, reply_width, unpack_reply
+from .messages import cache_shape, outcome_tensor, reply_width, unpack_cache, unpack_reply
 from .sampling import make_generator
-from .wire_check import check_reply_head, check_reply_q
+from .wire_check import check_cache, check_reply_head, check_reply_q
 
 
 class DraftProcessError(RunError):
@@ -138,8 +138,9 @@ class ProcessLink:
     def start(self, bsz: int) -> Reply:
         """First speculation of the next batch."""
         self._bsz = bsz
-        self._live = torch.ones(bsz, dtype=torch.bool)
+        self._live = [True] * bsz
         self._arm()
+        self._post_recv()
         return self._recv_reply()
 
     def _arm(self) -> None:
@@ -147,36 +148,57 @@ class ProcessLink:
         if self.reply_timeout_s is not None:
             self._deadline = self._wait_start + self.reply_timeout_s
 
+    def _post_recv(self) -> None:
+        """Post the receives for the next reply now, so its bytes land as soon as the draft sends them
+        (gloo moves a point-to-point message only once both sides have posted it)."""
+        k = self.args.ws.k
+        self._head = torch.empty(self._bsz + 1, reply_width(k), dtype=torch.float64)
+        self._q = None
+        try:
+            self._head_work = self.pg.recv([self._head], 1, TAG)
+            if self.args.ws.temperature > 0:
+                self._q = torch.empty(self._bsz, k, self.vocab, dtype=torch.float32)
+                self._q_work = self.pg.recv([self._q], 1, TAG_Q)
+        except RuntimeError as e:
+            raise self._failure(e) from None
+
+    def _wait_posted(self, work) -> None:
+        try:
+            self._wait(work)
+        except RuntimeError as e:
+            raise self._failure(e) from None
+
     def _recv_reply(self) -> Reply:
         k = self.args.ws.k
-        head = self._recv(torch.zeros(self._bsz + 1, reply_width(k), dtype=torch.float64))
+        self._wait_posted(self._head_work)
+        rows = self._head.tolist()
         if self.reply_timeout_s is not None:
-            check_reply_head(head, k, self.vocab, self._live)
+            check_reply_head(rows, k, self.vocab, self._live)
         q = None
-        if self.args.ws.temperature > 0:
-            q = self._recv(torch.zeros(self._bsz, k, self.vocab, dtype=torch.float32))
-        reply = unpack_reply(head, k, q)
+        if self._q is not None:
+            self._wait_posted(self._q_work)
+            q = self._q
+        reply = unpack_reply(rows, k, q)
         if q is not None and self.reply_timeout_s is not None:
-            check_reply_q(q, reply.tokens, self._live)
+            check_reply_q(q, reply.tokens, torch.tensor(self._live, dtype=torch.bool))
         return reply
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
-        """Send the outcome key (k, bonus) of every sequence (+ done/stop flags)."""
+        """Send the outcome key (k, bonus) of every sequence (+ done/stop flags) and post the receives
+        for the reply to it."""
         self._out = outcome_tensor(acc, bonus, done, stop)             # kept alive until sent
-        self._live = ~torch.tensor(done, dtype=torch.bool)
+        self._live = [not d for d in done]
         try:
             self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
         except RuntimeError as e:
             raise self._failure(e) from None
+        self._post_recv()                    # the draft answers a stop too (hit flags of the last round)
 
     def recv(self) -> Reply:
         """The next speculation (and hit flags / ranks for the last outcome)."""
         self._arm()
         if self._sending is not None:
-            try:
-                self._wait(self._sending)
-            except RuntimeError as e:
-                raise self._failure(e) from None
+            self._wait_posted(self._sending)
             self._sending = None
         return self._recv_reply()
 
@@ -205,6 +227,66 @@ class ProcessLink:
             self.proc.kill()
             self.proc.wait()
         self.close()
+
+
+class PushLink(ProcessLink):
+    """``ProcessLink`` with the push protocol: the draft sends each speculation cache as soon as it is
+    built; the verifier looks its outcome up in it and starts the next verification at once on a hit,
+    waiting for the draft only for rows that missed (their backup speculation)."""
+
+    def start(self, bsz: int) -> Reply:
+        reply = super().start(bsz)
+        self._post_cache()
+        return reply
+
+    def _post_cache(self) -> None:
+        ws = self.args.ws
+        n_max, r_max = cache_dims(ws, self.vocab)
+        self._cache = torch.empty(cache_shape(self._bsz, ws.k, n_max, r_max), dtype=torch.long)
+        self._cache_q = None
+        try:
+            self._cache_work = self.pg.recv([self._cache], 1, TAG_CACHE)
+            if ws.temperature > 0:
+                self._cache_q = torch.empty(self._bsz, n_max, ws.k, self.vocab, dtype=torch.float32)
+                self._cache_q_work = self.pg.recv([self._cache_q], 1, TAG_CACHE_Q)
+        except RuntimeError as e:
+            raise self._failure(e) from None
+
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
+        """Send the outcome (the draft needs it for its next build) and keep it for the local lookup."""
+        if self._sending is not None:              # the previous outcome's send (long done by now)
+            self._wait_posted(self._sending)
+        self._out = outcome_tensor(acc, bonus, done, stop)
+        self._acc, self._bonus, self._done, self._stop = acc, bonus, done, stop
+        try:
+            self._sending = self.pg.send([self._out], 1, TAG)
+        except RuntimeError as e:
+            raise self._failure(e) from None
+
+    def recv(self) -> Reply:
+        """Hits from the cache received during the verification; the draft's reply only for misses."""
+        ws = self.args.ws
+        n_max, r_max = cache_dims(ws, self.vocab)
+        self._arm()
+        self._wait_posted(self._cache_work)
+        if self._cache_q is not None:
+            self._wait_posted(self._cache_q_work)
+        if self.reply_timeout_s is not None:
+            check_cache(self._cache, ws.k, self.vocab, n_max, self._live)
+        cache, times = unpack_cache(self._cache, ws.k, n_max, r_max, self._cache_q)
+        hit, rank, tokens, q = cache.lookup(self._acc, self._bonus, ws.n_rank)
+        miss = [not h and not d for h, d in zip(hit.tolist(), self._done)]
+        self._live = [not d for d in self._done]
+        if any(miss):
+            self._post_recv()
+            reply = self._recv_reply()
+            reply.hit, reply.rank = hit, rank         # the verifier's own lookup (the draft made the same)
+            reply.times = {**times, **{n: v for n, v in reply.times.items() if n in ("reply", "backup")}}
+        else:
+            reply = Reply(hit, rank, torch.zeros(len(miss), dtype=torch.bool), tokens, q, times)
+        if not self._stop:
+            self._post_cache()
+        return reply
 
 
 class InlineLink:

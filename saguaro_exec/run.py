@@ -22,10 +22,10 @@ from .draft_process import DraftArgs, load_source
 from .draft_worker import WorkerSpec
 from .fallback import Fallback
 from .faults import DraftFault, RunError
-from .link import DraftProcessError, InlineLink, ProcessLink
+from .link import DraftProcessError, InlineLink, ProcessLink, PushLink
 from .report import RunReport, summarize
 from .rounds import BatchResult
-from .runconfig import RunConfig
+from .runconfig import PUSH_Q_BYTES, RunConfig
 from .sampling import make_generator
 from .sd import run_sd
 from .ssd import run_ssd
@@ -162,10 +162,12 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
             args = DraftArgs(source=draft_src, device=ddev, dtype=config.dtype, batches=batches, ws=ws,
                              seed=config.seed, t_start=t_start, threads=threads, timeout_s=config.timeout_s,
                              fault=config.inject_fault)
+            args.protocol = meta["ssd_protocol"] = _protocol(config, ws, vocab)
             if config.inline_draft:
                 link = InlineLink(args, vocab)
             else:
-                link = ProcessLink(args, vocab, reply_timeout_s=config.draft_timeout_s)
+                cls = PushLink if args.protocol == "push" else ProcessLink
+                link = cls(args, vocab, reply_timeout_s=config.draft_timeout_s)
             with link:
                 meta["draft_pid"] = link.pid
                 for bi, batch in enumerate(batches):
@@ -189,6 +191,17 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
         torch.set_num_threads(old_threads)
         meta["graph_captures"] = accel.captures + daccel.captures    # this process's (not the draft process's)
     return _report(spec.mode, spec.k, results, tok, meta, fb)
+
+
+def _protocol(config: RunConfig, ws: WorkerSpec, vocab: int) -> str:
+    """auto -> push unless the pushed cache's q rows (T > 0) exceed PUSH_Q_BYTES per round."""
+    if config.ssd_protocol != "auto":
+        return config.ssd_protocol
+    if ws.temperature <= 0:
+        return "push"
+    n_max = max(sum(ws.fanout), sum(ws.fanout_miss), 1)
+    q_bytes = config.spec.batch_size * n_max * ws.k * vocab * 4
+    return "push" if q_bytes <= PUSH_Q_BYTES else "reply"
 
 
 def _fallback_batch(fb: Fallback, target, batch: list[list[int]], bi: int, config: RunConfig,

@@ -18,6 +18,8 @@ from .faults import FALLBACKS, parse_fault
 from .tp_config import check_target_devices, device_index
 
 DTYPES = ("float32", "bfloat16", "float16")
+SSD_PROTOCOLS = ("auto", "push", "reply")
+PUSH_Q_BYTES = 4 << 20     # auto: push the cache unless its q rows (T > 0) exceed this per round
 _DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
 
@@ -58,7 +60,10 @@ class RunConfig:
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
     ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
     in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
-    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py). ``hardware``: a
+    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py).
+    ``ssd_protocol``: "reply" = the draft answers each outcome (hit flags + speculation); "push" = the
+    draft sends each speculation cache once built and the verifier looks hits up itself (no message on
+    a hit's critical path); "auto" = push unless the cache's q rows (T > 0) exceed 4 MiB per round. ``hardware``: a
     calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
     detected from the CUDA device name; on CPU none, peak unknown). ``target_devices``: the target split
     over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
@@ -82,6 +87,7 @@ class RunConfig:
     draft_timeout_s: float = 5.0
     fallback: str = "sd"
     inject_fault: str | None = None
+    ssd_protocol: str = "auto"
     hardware: str | None = None   # hardware preset for the roofline fractions (None: detected on CUDA)
     cuda_graphs: str = "auto"     # CUDA graphs for the steps: auto (on exactly on CUDA) | on | off; accel.py
     attention: str = "auto"       # auto (flash-attn when it imports, CUDA, bf16/fp16) | sdpa | flash
@@ -113,6 +119,7 @@ class RunConfig:
         check_number("b_star", self.b_star, 0.0, 1e6)
         if self.threads is not None:
             check_number("threads", self.threads, 1, 1024, integer=True)
+        check_choice("ssd_protocol", self.ssd_protocol, SSD_PROTOCOLS)
         if not isinstance(self.inline_draft, bool):
             raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
         check_number("draft_timeout_s", self.draft_timeout_s, 0.0, 1e7, lo_open=True)

@@ -6,6 +6,8 @@ or draft distributions are impossible is a malformed message (a draft fault), ne
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .faults import DraftFault
@@ -15,22 +17,26 @@ def _bad(detail: str) -> DraftFault:
     return DraftFault("malformed", detail)
 
 
-def check_reply_head(head: torch.Tensor, k: int, vocab: int, live: torch.Tensor) -> None:
+def check_reply_head(head: torch.Tensor | list, k: int, vocab: int, live: list[bool] | torch.Tensor) -> None:
     """Rows (hit, rank, from_backup, K tokens) of the ``live`` sequences must be finite, flags 0/1,
-    ranks >= -1 and tokens integers in [0, vocab); raise DraftFault("malformed") otherwise."""
-    body = head[:-1, :3 + k][live]
-    if not bool(torch.isfinite(body).all()):
-        raise _bad("non-finite values in the reply")
-    flags = body[:, [0, 2]]
-    if not bool(((flags == 0) | (flags == 1)).all()):
-        raise _bad(f"hit / from_backup flags must be 0 or 1, got {sorted(set(flags.flatten().tolist()))[:4]}")
-    rank, tokens = body[:, 1], body[:, 3:]
-    if not bool(((rank >= -1) & (rank == rank.round())).all()):
-        raise _bad("bonus ranks must be integers >= -1")
-    ok = (tokens >= 0) & (tokens < vocab) & (tokens == tokens.round())
-    if not bool(ok.all()):
-        bad = tokens[~ok][0].item()
-        raise _bad(f"speculated token {bad!r} is not a token id in [0, {vocab})")
+    ranks >= -1 and tokens integers in [0, vocab); raise DraftFault("malformed") otherwise. Works on the
+    head's ``tolist()`` rows: a few microseconds at small batch, on every round's critical path."""
+    rows = head.tolist() if isinstance(head, torch.Tensor) else head
+    alive = live.tolist() if isinstance(live, torch.Tensor) else live
+    for row, ok in zip(rows, alive):
+        if not ok:
+            continue
+        body = row[:3 + k]
+        if not all(math.isfinite(x) for x in body):
+            raise _bad("non-finite values in the reply")
+        if body[0] not in (0.0, 1.0) or body[2] not in (0.0, 1.0):
+            flags = sorted({x for r, a in zip(rows, alive) if a for x in (r[0], r[2])})
+            raise _bad(f"hit / from_backup flags must be 0 or 1, got {flags[:4]}")
+        if body[1] < -1 or body[1] != round(body[1]):
+            raise _bad("bonus ranks must be integers >= -1")
+        for t in body[3:]:
+            if not (0 <= t < vocab and t == round(t)):
+                raise _bad(f"speculated token {t!r} is not a token id in [0, {vocab})")
 
 
 def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> None:
@@ -44,3 +50,23 @@ def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> 
         raise _bad(f"draft distributions do not sum to 1 (e.g. {sums.flatten()[0].item():.4f})")
     if not bool((q.gather(-1, tokens.unsqueeze(-1)) > 0).all()):
         raise _bad("a speculated token has zero probability under the draft distribution it came from")
+
+
+def check_cache(t: torch.Tensor, k: int, vocab: int, n_max: int, live: list[bool]) -> None:
+    """A pushed speculation cache (messages.cache_tensor) of the ``live`` rows: valid flags 0/1, each
+    valid branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab); DraftFault otherwise."""
+    bsz = t.shape[0] - 1
+    n = int(t[bsz, 0])
+    if not 0 <= n <= n_max:
+        raise _bad(f"cache holds {n} branches, allowed 0..{n_max}")
+    body = t[:bsz][torch.tensor(live, dtype=torch.bool)]
+    valid = body[:, 2 * n_max:2 * n_max + n]
+    if not bool(((valid == 0) | (valid == 1)).all()):
+        raise _bad("cache valid flags must be 0 or 1")
+    ok = valid.bool()
+    ks, ts = body[:, :n][ok], body[:, n_max:n_max + n][ok]
+    toks = body[:, 3 * n_max:3 * n_max + n * k].view(-1, n, k)[ok]
+    if not bool(((ks >= 0) & (ks <= k)).all()):
+        raise _bad(f"cache branch positions must be in [0, {k}]")
+    if not bool(((ts >= 0) & (ts < vocab)).all() and ((toks >= 0) & (toks < vocab)).all()):
+        raise _bad(f"speculated token is not a token id in [0, {vocab})")

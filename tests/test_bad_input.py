@@ -55,6 +55,7 @@ RUN_BAD = [
     ({"draft_device": "gpu"}, "draft_device"), ({"dtype": "float8"}, "dtype"), ({"seed": -1}, "seed"),
     ({"timeout_s": 0}, "timeout_s"), ({"b_star": -1}, "b_star"), ({"threads": 0}, "threads"),
     ({"inline_draft": "yes"}, "inline_draft"), ({"draft_timeout_s": 0.0}, "draft_timeout_s"),
+    ({"ssd_protocol": "tcp"}, "ssd_protocol"),
     ({"draft_timeout_s": "5"}, "draft_timeout_s"), ({"fallback": "retry"}, "fallback"),
     ({"inject_fault": "explode@3"}, "inject_fault"), ({"inject_fault": "die@-1"}, "inject_fault"),
     ({"inject_fault": "die@1", "spec": SpecConfig(mode="sd")}, "inject_fault"),

@@ -15,6 +15,7 @@ Speed: the reference (memoized full forwards) runs SSD over a 1-token lookahead;
 and the real SSD engine (draft process) run N identical prompts as one batch, N independent samples.
 """
 
+import pytest
 import torch
 from test_exec_common import as_fn, chi2_pvalue, exact_joint
 
@@ -56,9 +57,10 @@ def test_reference_sd_with_small_c_matches_target():
     assert chi2_pvalue(samples, EXACT[3]) > 1e-3
 
 
-def _engine(mode: str, n: int, inline: bool = False, **spec) -> list[tuple]:
+def _engine(mode: str, n: int, inline: bool = False, protocol: str = "auto", **spec) -> list[tuple]:
     cfg = RunConfig(spec=SpecConfig(mode=mode, temperature=TEMP, batch_size=n, **spec), target=TARGET,
-                    draft=DRAFT, prompts=[PROMPT] * n, max_new_tokens=3, seed=5, inline_draft=inline)
+                    draft=DRAFT, prompts=[PROMPT] * n, max_new_tokens=3, seed=5, inline_draft=inline,
+                    ssd_protocol=protocol)
     rep = run(cfg)
     return [tuple(t) for t in rep.token_ids], rep
 
@@ -78,9 +80,13 @@ def test_sd_engine_matches_target_and_ignoring_c_is_rejected(monkeypatch):
     assert chi2_pvalue(bad, EXACT[3]) < 1e-3
 
 
-def test_ssd_engine_in_draft_process_matches_target():
-    """The real SSD engine, draft in its own process, N = 3000 rows in one batch, K = 2."""
-    samples, rep = _engine("ssd", 3000, k=2, fanout=(2, 1, 1), fanout_miss=(1, 1, 1), sampler_c=0.3)
+@pytest.mark.parametrize("protocol", ["reply", "push"])
+def test_ssd_engine_in_draft_process_matches_target(protocol):
+    """The real SSD engine, draft in its own process, N = 3000 rows in one batch, K = 2; both message
+    protocols (push: the verifier looks hits up in the cache the draft sent it)."""
+    samples, rep = _engine("ssd", 3000, protocol=protocol, k=2, fanout=(2, 1, 1), fanout_miss=(1, 1, 1),
+                           sampler_c=0.3)
+    assert rep.measurements.meta["ssd_protocol"] == protocol
     assert chi2_pvalue(samples, EXACT[3]) > 1e-3
     assert 0.05 < rep.hit_rate < 0.95             # cached speculations (hits) and backups both used
     assert torch.tensor([len(s) for s in samples]).eq(3).all()

@@ -25,7 +25,7 @@ SPEC = SpecConfig(mode="ssd", k=2, batch_size=2, fanout=(2, 1, 1))
 
 def _cfg(**kw) -> RunConfig:
     base = dict(spec=SPEC, target=TARGET, draft=DRAFT, prompts=PROMPTS, max_new_tokens=MAX_NEW,
-                draft_timeout_s=1.0)
+                draft_timeout_s=1.0, ssd_protocol="reply")    # message numbering below is the reply protocol's
     return RunConfig(**{**base, **kw})
 
 
@@ -52,22 +52,27 @@ def _assert_clean_exit(rep, before: set[int]) -> None:
     assert children(os.getpid()) <= before
 
 
+@pytest.mark.parametrize("protocol", ["reply", "push"])
 @pytest.mark.parametrize("inject, fallback, kind", [
     ("die@3", "sd", "died"),
     ("sleep=60@2", "sd", "timeout"),           # stops answering
     ("garble@4", "ar", "malformed"),
     ("raise@1", "sd", "error"),
 ])
-def test_fault_is_survived_losslessly(clean, inject, fallback, kind):
+def test_fault_is_survived_losslessly(clean, inject, fallback, kind, protocol):
     before = children(os.getpid())
     t0 = time.perf_counter()
-    rep = run(_cfg(inject_fault=inject, fallback=fallback))
+    rep = run(_cfg(inject_fault=inject, fallback=fallback, ssd_protocol=protocol))
     wall = time.perf_counter() - t0
     assert rep.token_ids == clean.token_ids                      # identical to the fault-free greedy run
     assert [len(t) for t in rep.token_ids] == [MAX_NEW] * len(PROMPTS)
     [f] = rep.faults
     assert f["kind"] == kind and f["batch"] == 0 and f["fallback"] == fallback
-    assert f["round"] == int(inject.split("@")[1])               # reply N answers round N-1: noticed in round N
+    n = int(inject.split("@")[1])
+    if protocol == "reply":
+        assert f["round"] == n                                   # reply N answers round N-1: noticed in round N
+    else:                                                        # push: message N is cache N-1 or a backup
+        assert f["round"] <= n
     assert 0 <= f["time_s"] <= wall and f["waited_s"] <= 1.0 + 0.5   # bounded by draft_timeout_s (+ slack)
     if kind == "timeout":
         assert f["waited_s"] >= 0.9 and wall < 15                # did not wait for the 60 s sleep

@@ -26,10 +26,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:   # one fused op (overhead-bound)
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        dtype = x.dtype                               # half precision: normalise in float32, as HF does
+        return self.weight * F.rms_norm(x.to(torch.float32), self.weight.shape, eps=self.eps).to(dtype)
 
 
 class Attention(nn.Module):
