@@ -17,7 +17,7 @@ import torch.distributed as dist
 from .draft_process import TAG, TAG_CACHE, TAG_CACHE_Q, TAG_Q, DraftArgs, cache_dims, connect, load_source
 from .draft_worker import DraftWorker, Reply
 from .faults import DraftFault, RunError
-from .messages import cache_shape, outcome_tensor, reply_width, unpack_cache, unpack_reply
+from .messages import cache_shape, lookup_rows, outcome_tensor, reply_width, unpack_reply
 from .sampling import make_generator
 from .wire_check import check_cache, check_reply_head, check_reply_q
 
@@ -271,19 +271,22 @@ class PushLink(ProcessLink):
         self._wait_posted(self._cache_work)
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
+        rows = self._cache.tolist()
         if self.reply_timeout_s is not None:
-            check_cache(self._cache, ws.k, self.vocab, n_max, self._live)
-        cache, times = unpack_cache(self._cache, ws.k, n_max, r_max, self._cache_q)
-        hit, rank, tokens, q = cache.lookup(self._acc, self._bonus, ws.n_rank)
-        miss = [not h and not d for h, d in zip(hit.tolist(), self._done)]
+            check_cache(rows, ws.k, self.vocab, n_max, self._live)
+        hits, ranks, toks, js, times = lookup_rows(rows, ws.k, n_max, r_max, self._acc.tolist(),
+                                                   self._bonus.tolist(), ws.n_rank)
+        miss = [not h and not d for h, d in zip(hits, self._done)]
         self._live = [not d for d in self._done]
+        hit, rank = torch.tensor(hits), torch.tensor(ranks)
         if any(miss):
             self._post_recv()
             reply = self._recv_reply()
             reply.hit, reply.rank = hit, rank         # the verifier's own lookup (the draft made the same)
             reply.times = {**times, **{n: v for n, v in reply.times.items() if n in ("reply", "backup")}}
         else:
-            reply = Reply(hit, rank, torch.zeros(len(miss), dtype=torch.bool), tokens, q, times)
+            q = None if self._cache_q is None else self._cache_q[torch.arange(len(js)), torch.tensor(js)]
+            reply = Reply(hit, rank, torch.zeros(len(miss), dtype=torch.bool), torch.tensor(toks), q, times)
         if not self._stop:
             self._post_cache()
         return reply

@@ -116,3 +116,25 @@ def unpack_cache(t: torch.Tensor, k: int, n_max: int, r_max: int, q: torch.Tenso
     times = {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(PHASES)
              if last[1 + 2 * i] >= 0}
     return SpecCache(fork=fork, tokens=tokens, q=None if q is None else q[:, :n]), times
+
+
+def lookup_rows(rows: list, k: int, n_max: int, r_max: int, acc: list[int], bonus: list[int], n_rank: int
+                ) -> tuple[list[bool], list[int], list[list[int]], list[int], dict]:
+    """The verifier's own lookup in a received cache's ``tolist()`` rows, in plain Python (a few
+    microseconds per row: it sits between two verifications): (hit, bonus rank (-1 beyond top-n_rank or
+    excluded), K tokens (zeros on a miss), branch index (-1 on a miss), phase times) per row."""
+    last = rows[-1]
+    n = last[0]
+    o, w = 3 * n_max + n_max * k, (k + 1) * r_max
+    hits, ranks, toks, js = [], [], [], []
+    for row, a, t in zip(rows[:-1], acc, bonus):
+        j = next((i for i in range(n) if row[2 * n_max + i] == 1 and row[i] == a and row[n_max + i] == t), -1)
+        top = row[o + a * r_max:o + (a + 1) * r_max]
+        r = row[o + w + a * r_max + top.index(t)] if t in top else -1
+        hits.append(j >= 0)
+        ranks.append(r if 0 <= r < n_rank else -1)
+        toks.append(row[3 * n_max + j * k:3 * n_max + (j + 1) * k] if j >= 0 else [0] * k)
+        js.append(j)
+    times = {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(PHASES)
+             if last[1 + 2 * i] >= 0}
+    return hits, ranks, toks, js, times

@@ -52,21 +52,24 @@ def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> 
         raise _bad("a speculated token has zero probability under the draft distribution it came from")
 
 
-def check_cache(t: torch.Tensor, k: int, vocab: int, n_max: int, live: list[bool]) -> None:
-    """A pushed speculation cache (messages.cache_tensor) of the ``live`` rows: valid flags 0/1, each
-    valid branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab); DraftFault otherwise."""
-    bsz = t.shape[0] - 1
-    n = int(t[bsz, 0])
+def check_cache(rows: list, k: int, vocab: int, n_max: int, live: list[bool]) -> None:
+    """A pushed speculation cache (``messages.cache_tensor(...).tolist()``) of the ``live`` rows: valid
+    flags 0/1, each valid branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab);
+    DraftFault otherwise. Plain Python over the rows: microseconds at small batch."""
+    n = rows[-1][0]
     if not 0 <= n <= n_max:
         raise _bad(f"cache holds {n} branches, allowed 0..{n_max}")
-    body = t[:bsz][torch.tensor(live, dtype=torch.bool)]
-    valid = body[:, 2 * n_max:2 * n_max + n]
-    if not bool(((valid == 0) | (valid == 1)).all()):
-        raise _bad("cache valid flags must be 0 or 1")
-    ok = valid.bool()
-    ks, ts = body[:, :n][ok], body[:, n_max:n_max + n][ok]
-    toks = body[:, 3 * n_max:3 * n_max + n * k].view(-1, n, k)[ok]
-    if not bool(((ks >= 0) & (ks <= k)).all()):
-        raise _bad(f"cache branch positions must be in [0, {k}]")
-    if not bool(((ts >= 0) & (ts < vocab)).all() and ((toks >= 0) & (toks < vocab)).all()):
-        raise _bad(f"speculated token is not a token id in [0, {vocab})")
+    for row, ok in zip(rows[:-1], live):
+        if not ok:
+            continue
+        for i in range(n):
+            v = row[2 * n_max + i]
+            if v not in (0, 1):
+                raise _bad("cache valid flags must be 0 or 1")
+            if not v:
+                continue
+            if not 0 <= row[i] <= k:
+                raise _bad(f"cache branch positions must be in [0, {k}]")
+            toks = [row[n_max + i], *row[3 * n_max + i * k:3 * n_max + (i + 1) * k]]
+            if not all(0 <= t < vocab for t in toks):
+                raise _bad(f"speculated token is not a token id in [0, {vocab})")
