@@ -54,22 +54,21 @@ def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> 
 
 def check_cache(rows: list, k: int, vocab: int, n_max: int, live: list[bool]) -> None:
     """A pushed speculation cache (``messages.cache_tensor(...).tolist()``) of the ``live`` rows: valid
-    flags 0/1, each valid branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab);
-    DraftFault otherwise. Plain Python over the rows: microseconds at small batch."""
+    flags 0/1, every branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab) (unused
+    branches hold real values too); DraftFault otherwise. Builtins over list slices: microseconds."""
     n = rows[-1][0]
     if not 0 <= n <= n_max:
         raise _bad(f"cache holds {n} branches, allowed 0..{n_max}")
+    if n == 0:
+        return
     for row, ok in zip(rows[:-1], live):
         if not ok:
             continue
-        for i in range(n):
-            v = row[2 * n_max + i]
-            if v not in (0, 1):
-                raise _bad("cache valid flags must be 0 or 1")
-            if not v:
-                continue
-            if not 0 <= row[i] <= k:
-                raise _bad(f"cache branch positions must be in [0, {k}]")
-            toks = [row[n_max + i], *row[3 * n_max + i * k:3 * n_max + (i + 1) * k]]
-            if not all(0 <= t < vocab for t in toks):
+        if not set(row[2 * n_max:2 * n_max + n]) <= {0, 1}:
+            raise _bad("cache valid flags must be 0 or 1")
+        ks = row[:n]
+        if min(ks) < 0 or max(ks) > k:
+            raise _bad(f"cache branch positions must be in [0, {k}]")
+        for toks in (row[n_max:n_max + n], row[3 * n_max:3 * n_max + n * k]):
+            if min(toks) < 0 or max(toks) >= vocab:
                 raise _bad(f"speculated token is not a token id in [0, {vocab})")
