@@ -58,6 +58,7 @@ def files(tmp_path_factory) -> dict[str, str]:
 CASES = [
     ("run --k 0", "--k"),
     ("run --fallback retry", "--fallback"),
+    ("run --ssd-protocol tcp", "--ssd-protocol"),
     ("run --max-new-tokens 0", "--max-new-tokens"),
     ("run --temperature -1", "--temperature"),
     ("run --draft-timeout-s 0", "--draft-timeout-s"),

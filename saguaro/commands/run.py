@@ -18,7 +18,7 @@ from saguaro.commands.common import (
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
-             "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention")
+             "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,6 +51,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                          "(default auto: on exactly when the device is CUDA)")
     r.add_argument("--attention", help="auto | sdpa | flash: flash-attn for decode and verify (default auto: "
                                        "flash when flash_attn imports, on CUDA with bf16/fp16)")
+    r.add_argument("--ssd-protocol", help="auto | push | reply: push = the draft sends each built speculation "
+                                          "cache and the verifier looks hits up itself; reply = the draft answers "
+                                          "each outcome (default auto: push unless the cache's q rows exceed 4 MiB)")
     add_output_args(p)
     return p
 
