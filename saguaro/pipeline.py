@@ -87,11 +87,18 @@ def decode_rate(meas: Measurements) -> float:
     return tokens / spent if spent > 0 else float(meas.totals.get("tokens_per_s", 0.0))
 
 
+def protocol_for(spec: SpecConfig, profile: Profile) -> str:
+    """The SSD message protocol the executor will use for ``spec`` (RunConfig.ssd_protocol = "auto")."""
+    from saguaro_exec.run import resolve_protocol
+
+    return resolve_protocol("auto", spec, profile.vocab_size) if spec.mode == "ssd" else "reply"
+
+
 def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int, trace: bool = False):
-    """Simulated numbers for one config (and the SimResult, for its timeline)."""
+    """Simulated numbers for one config (and the SimResult, for its timeline), with the executor's protocol."""
     from saguaro_sim.simulate import simulate
 
-    res = simulate(profile, spec, workload, seed=seed, trace=trace)
+    res = simulate(profile, spec, workload, seed=seed, trace=trace, protocol=protocol_for(spec, profile))
     return {"tokens_per_s": res.throughput, "tokens_per_s_per_seq": res.tokens_per_s_per_seq,
             "hit_rate": res.hit_rate if spec.mode == "ssd" else None, "tokens_per_round": res.tokens_per_round}, res
 
@@ -258,7 +265,8 @@ def by_mode(profiles: dict[str, Profile]):
         return predict(profiles[spec.mode], spec, workload)
 
     def simulator(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0):
-        return simulate(profiles[spec.mode], spec, workload, seed=seed)
+        prof = profiles[spec.mode]
+        return simulate(prof, spec, workload, seed=seed, protocol=protocol_for(spec, prof))
 
     return predictor, simulator
 

@@ -162,7 +162,7 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
             args = DraftArgs(source=draft_src, device=ddev, dtype=config.dtype, batches=batches, ws=ws,
                              seed=config.seed, t_start=t_start, threads=threads, timeout_s=config.timeout_s,
                              fault=config.inject_fault)
-            args.protocol = meta["ssd_protocol"] = _protocol(config, ws, vocab)
+            args.protocol = meta["ssd_protocol"] = resolve_protocol(config.ssd_protocol, spec, vocab)
             if config.inline_draft:
                 link = InlineLink(args, vocab)
             else:
@@ -193,15 +193,16 @@ def _run(config: RunConfig, stack: ExitStack) -> RunReport:
     return _report(spec.mode, spec.k, results, tok, meta, fb)
 
 
-def _protocol(config: RunConfig, ws: WorkerSpec, vocab: int) -> str:
-    """auto -> push unless the pushed cache's q rows (T > 0) exceed PUSH_Q_BYTES per round."""
-    if config.ssd_protocol != "auto":
-        return config.ssd_protocol
-    if ws.temperature <= 0:
+def resolve_protocol(choice: str, spec, vocab: int) -> str:
+    """RunConfig.ssd_protocol "auto" -> "push" unless the pushed cache's q rows (T > 0) would exceed
+    PUSH_Q_BYTES per round, then "reply"; "push" / "reply" stay. Also what the planner simulates."""
+    if choice != "auto":
+        return choice
+    if spec.temperature <= 0:
         return "push"
-    n_max = max(sum(ws.fanout), sum(ws.fanout_miss), 1)
-    q_bytes = config.spec.batch_size * n_max * ws.k * vocab * 4
-    return "push" if q_bytes <= PUSH_Q_BYTES else "reply"
+    primary, miss = spec.resolve_fanout()
+    n_max = max(sum(primary), sum(miss), 1)
+    return "push" if spec.batch_size * n_max * spec.k * vocab * 4 <= PUSH_Q_BYTES else "reply"
 
 
 def _fallback_batch(fb: Fallback, target, batch: list[list[int]], bi: int, config: RunConfig,

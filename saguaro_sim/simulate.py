@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import simpy
 
-from calibration.errors import ConfigError
+from calibration.errors import ConfigError, check_choice
 from calibration.profile import Profile
 from saguaro_sim.analytic import accept_pmfs, hit_table, uses_fast_backup
 from saguaro_sim.config import SpecConfig
@@ -69,9 +69,13 @@ def _check_inputs(profile: object, spec: object, workload: object, seed: object)
 
 
 def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0, trace: bool = False,
-             progress: bool = False) -> SimResult:
-    """Run the discrete-event simulation of spec on profile for workload; trace=True keeps the timeline."""
+             progress: bool = False, protocol: str = "reply") -> SimResult:
+    """Run the discrete-event simulation of spec on profile for workload; trace=True keeps the timeline.
+    ``protocol`` (SSD): "reply" = the draft answers each outcome; "push" = the draft sends each built cache
+    and an all-hit round starts the next verification without a message round trip (the executor's
+    ``RunConfig.ssd_protocol``)."""
     _check_inputs(profile, spec, workload, seed)
+    check_choice("protocol", protocol, ("reply", "push"))
     wall = time.perf_counter()
     rng = np.random.default_rng(seed)
     fast = spec.mode == "ssd" and uses_fast_backup(profile, spec, workload)
@@ -87,7 +91,7 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
 
         bar = tqdm(total=workload.num_sequences * workload.output_tokens, unit="tok", desc=f"simulate {spec.mode}")
     if spec.mode == "ssd":
-        engine = SSDEngine(env, profile, spec, state, events, bar, fast=fast)
+        engine = SSDEngine(env, profile, spec, state, events, bar, fast=fast, push=protocol == "push")
     else:
         engine = (SDEngine if spec.mode == "sd" else AREngine)(env, profile, spec, state, events, bar)
     engine.start()

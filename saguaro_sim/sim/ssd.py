@@ -6,6 +6,11 @@ of the speculation cache (glue forward + K tree steps over ceil(budget / draft_d
 lead answers once its cache is built and the outcome has arrived: at once when every sequence hit, after
 the backup (neural: K draft steps on device 0; fast: profile.fast_backup_s) when any sequence missed.
 If building takes longer than verification, the verifier waits.
+
+push=True models the executor's push protocol: the lead sends its whole cache (one speculation message per
+cached branch's worth of bytes) as soon as it is built; after a round in which every sequence hit, the
+verifier starts the next verification once that cache has arrived, with no outcome/answer round trip;
+after a miss it waits for the backup speculation as before.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from saguaro_sim.sim.link import Link, Mailbox
 class SSDEngine(Engine):
     """Verifier + speculator processes exchanging speculations and outcomes over a Link."""
 
-    def __init__(self, *args: object, fast: bool, **kw: object) -> None:
+    def __init__(self, *args: object, fast: bool, push: bool = False, **kw: object) -> None:
         super().__init__(*args, **kw)
         env, spec = self.env, self.spec
-        self.fast = fast
+        self.fast, self.push = fast, push
+        self.caches = Mailbox(env)
         self.draft_devices = spec.draft_devices
         self.width = math.ceil(spec.budget / spec.draft_devices)
         self.to_verifier = Mailbox(env)
@@ -56,11 +62,16 @@ class SSDEngine(Engine):
         nbytes, t = self._message(b, True)
         self.link.send(self.to_verifier, None, t, "speculation", nbytes)
 
+    def _cache_message(self, b: int) -> tuple[int, float]:
+        """(bytes, seconds) of a pushed cache: the speculation message's bytes for each branch's K tokens."""
+        nbytes = self._message(b, True)[0] * max(1, self.width)
+        return nbytes, self.profile.message_s(nbytes)
+
     def _verifier(self):
         env, st, k, target = self.env, self.state, self.spec.k, self.profile.target
         tracing = self.events is not None
+        yield self.to_verifier.get()
         while True:
-            yield self.to_verifier.get()
             b, ctx = st.n_active, st.mean_context()
             t_v = target(b, k + 1, ctx)
             start = env.now
@@ -73,6 +84,11 @@ class SSDEngine(Engine):
                 return
             nbytes, t = self._message(st.n_active, False)
             self.link.send(self.to_speculator, any_miss, t, "outcome", nbytes)
+            if self.push:
+                yield self.caches.get()          # this round's cache (arrived during the verification, usually)
+                if not any_miss:
+                    continue                     # every sequence hit: verify the cached speculation at once
+            yield self.to_verifier.get()
 
     def _lead(self):
         env, st, k = self.env, self.state, self.spec.k
@@ -86,11 +102,18 @@ class SSDEngine(Engine):
                 self.built[d] = env.event()
                 self.go[d].succeed(t_build)
             built_at = start + t_build  # device 0 is busy building until then (no event needed)
+            if self.push:                # the cache leaves as soon as every device has built its share
+                yield env.timeout(t_build)
+                for d in range(1, self.draft_devices):
+                    yield self.built[d]
+                nbytes, t = self._cache_message(b)
+                self.link.send(self.caches, None, t, "cache", nbytes)
             any_miss = yield self.to_speculator.get()
             if env.now < built_at:  # building takes longer than verification: the verifier waits
                 yield env.timeout(built_at - env.now)
-            for d in range(1, self.draft_devices):
-                yield self.built[d]
+            if not self.push:
+                for d in range(1, self.draft_devices):
+                    yield self.built[d]
             self.draft_busy += t_build
             if tracing:
                 self.record("build cache", "speculator 0", start, t_build, batch=b, budget=self.spec.budget)
@@ -105,7 +128,8 @@ class SSDEngine(Engine):
                 if tracing:
                     self.record("fast backup" if self.fast else "neural backup", "speculator 0", start, t_b,
                                 batch=b)
-            self._send_speculation(b)
+            if any_miss or not self.push:
+                self._send_speculation(b)
 
     def _worker(self, d: int):
         env, track = self.env, f"speculator {d}"
