@@ -89,9 +89,13 @@ def collect(args: argparse.Namespace, save: Path) -> None:
     target, draft = map(str, tiny_pair_paths())
     prompts, workload = _workload(args)
 
+    probe = speed_probe(target, draft, args.threads)
+
     def real(spec: SpecConfig, file: str) -> None:
+        before = probe()
         rep = run(RunConfig(spec=spec, target=target, draft=draft, prompts=prompts, max_new_tokens=args.tokens,
                             threads=args.threads, seed=0))
+        rep.measurements.meta["speed_probe_s"] = (before + probe()) / 2
         rep.measurements.to_json(save / file)
         print(f"{file:40s} {measured(rep)['tokens_per_s']:8.1f} tok/s", flush=True)
 
@@ -111,6 +115,44 @@ def collect(args: argparse.Namespace, save: Path) -> None:
                                       "collect_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
                                       "tokens": args.tokens, "prompts": len(prompts), "threads": args.threads,
                                       "repeats": args.repeats, "seed": args.seed, "order": order})
+
+
+def speed_probe(target: str, draft: str, threads: int):
+    """A callable timing a fixed piece of work (target and draft forwards of 4 tokens, median of 15 each):
+    run right before and after every measured run, it tracks how fast this shared machine is at that
+    moment, so the comparison can also be made with the machine's speed drift taken out."""
+    import torch
+
+    from saguaro_exec.draft_process import load_source
+    from saguaro_exec.runner import CachedModel
+
+    models = [CachedModel(load_source(p, "cpu", "float32"), 1, 256) for p in (target, draft)]
+
+    def probe() -> float:
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        total = 0.0
+        for cm in models:
+            ts = []
+            for i in range(15):
+                t0 = time.perf_counter()
+                cm.tail_logits([[1, 2, 3, 4]], torch.tensor([64 + 4 * i]), 4)
+                ts.append(time.perf_counter() - t0)
+            total += float(np.median(ts))
+        torch.set_num_threads(old)
+        return total
+
+    return probe
+
+
+def drift(runs: list[Measurements], calib: list[Measurements]) -> float | None:
+    """Median speed probe of a config's runs over the calibration runs' (> 1: the machine was slower when
+    the config ran than when the profile was calibrated); None when the runs carry no probe."""
+    p = [m.meta.get("speed_probe_s") for m in runs]
+    c = [m.meta.get("speed_probe_s") for m in calib]
+    if not p or not c or None in p or None in c:
+        return None
+    return float(np.median(p) / np.median(c))
 
 
 def _pinned(grid: Measurements, calib: list[Measurements], workload: Workload,
@@ -194,15 +236,29 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                              mode=key[1], temperature=key[2])
         return cache[key]
 
-    def row(name: str) -> dict:
+    all_calib = [m for c in calib_sets[:1] for m in c] if not args.paired else [m for c in calib_sets for m in c]
+
+    def row(name: str, adjust: bool = False) -> dict:
         runs = _repeats(save, name)
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
-        return compare(name, runs, [predicted(profile_for(spec, i), spec, workload, seed=0)[0]
-                                    for i in range(min(n_pass, len(runs)))])
+        preds = [predicted(profile_for(spec, i), spec, workload, seed=0)[0] for i in range(min(n_pass, len(runs)))]
+        f = drift(runs, all_calib) if adjust else None
+        if f is not None:
+            preds = [{**p, "tokens_per_s": p["tokens_per_s"] / f} for p in preds]
+        out = compare(name, runs, preds)
+        out["drift"] = f
+        return out
 
     rows = [row(name) for name, _ in _tests(args)]
     for r in rows:
         _print_row(r)
+    adj = [row(name, adjust=True) for name, _ in _tests(args)]
+    adjusted = error_summary(adj) if all(r["drift"] is not None for r in adj) else None
+    if adjusted is not None:
+        print("drift-adjusted (prediction / the machine's speed drift measured by the probe):")
+        for r in adj:
+            print(f"  drift x{r['drift']:.2f}", end=" ")
+            _print_row(r)
     choice = row(CHOICE)
     same = [r for r in rows if r["spec"]["batch_size"] == 1 and r["spec"]["temperature"] == 0.0] or [choice]
     top = max(same, key=lambda r: r["measured"]["tokens_per_s"])
@@ -217,6 +273,7 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                "calibration_noise_floor": noise_floor(calib_spread),
                "executor_calibration": "none" if args.bare else "all runs" if args.single else "per mode and T",
                "calibration_pairing": "per pass" if args.paired else "pooled",
+               "drift_adjusted": adjusted,
                **json.loads((save / "collect.json").read_text())}
     nf = summary["noise_floor"]
     print(f"tokens/s error: median {100 * summary['median_abs_rel_error']:.1f}% (noise floor "
@@ -225,7 +282,10 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
           f"{100 * summary['median_beyond_noise']:.1f}%, worst {100 * summary['max_beyond_noise']:.1f}% "
           f"{summary['worst_beyond_noise']}; Spearman {summary['spearman']:.2f}; {n_pass} repeats")
     print(json.dumps({k: v for k, v in summary.items() if k != "order"}, indent=1))
-    return {"summary": summary, "rows": rows, "optimizer_choice": choice,
+    if adjusted is not None:
+        print(f"drift-adjusted tokens/s error: median {100 * adjusted['median_abs_rel_error']:.1f}%, worst "
+              f"{100 * adjusted['max_abs_rel_error']:.1f}% {adjusted['worst']}; Spearman {adjusted['spearman']:.2f}")
+    return {"summary": summary, "rows": rows, "rows_drift_adjusted": adj, "optimizer_choice": choice,
             "profiles": {str(k): p.to_dict() for k, p in cache.items()}}
 
 
