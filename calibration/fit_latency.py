@@ -8,7 +8,7 @@ from itertools import combinations
 import numpy as np
 
 from calibration.errors import ConfigError
-from calibration.fit_acceptance import RunRounds
+from calibration.fit_acceptance import RunRounds, steady_rounds
 from calibration.latency import LatencyModel
 
 MAX_KNOT_CANDIDATES = 8
@@ -154,17 +154,6 @@ def fit_overhead(model: LatencyModel, rows: list[tuple[int, int, float, float]])
     return xs, med, info
 
 
-def _steady(run: RunRounds) -> list[dict]:
-    """Rounds after each batch's first one (that one holds the prefill or the first speculation)."""
-    seen, out = set(), []
-    for row in run.rounds:
-        b = row.get("batch_index", 0)
-        if b in seen:
-            out.append(row)
-        seen.add(b)
-    return out
-
-
 def _ctx(row: dict) -> float:
     c = row.get("context", 0)
     return float(np.mean(c)) if isinstance(c, list | tuple) and c else float(c or 0)
@@ -190,7 +179,7 @@ def executor_rows(runs: list[RunRounds]) -> dict[str, list[tuple[int, int, float
     for run in runs:
         k = run.k
         width = -(-(run.budget or 0) // max(1, run.draft_devices))
-        for row in _steady(run):
+        for row in steady_rounds(run):
             b, c = int(row.get("batch", 1)), _ctx(row)
             g = _getter(row)
             if g("verify_s") > 0:
@@ -218,7 +207,7 @@ def effective_link_s(runs: list[RunRounds], link_s: float = 0.0) -> tuple[float 
     for run in runs:
         if run.mode != "ssd":
             continue
-        for r in _steady(run):
+        for r in steady_rounds(run):
             if r.get("verify_s") and r.get("t1") is not None and r.get("t0") is not None:
                 g = _getter(r)
                 obs.append((g("t1") - g("t0"), g("verify_s"), ssd_build_s(r), g("backup_s")))
