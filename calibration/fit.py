@@ -13,7 +13,14 @@ import numpy as np
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
 from calibration.fit_hits import fit_hits
-from calibration.fit_latency import effective_link_s, executor_rows, fit_latency, fit_overhead, with_overhead
+from calibration.fit_latency import (
+    effective_link_s,
+    executor_rows,
+    fit_latency,
+    fit_overhead,
+    verifier_gap_s,
+    with_overhead,
+)
 from calibration.measurements import Measurements
 from calibration.profile import Profile, placement_of
 
@@ -64,7 +71,7 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
                      budget=int(budget) if budget else None, draft_devices=int(spec.get("draft_devices", 1)),
                      sampler_c=float(spec.get("sampler_c", 1.0)), mode=str(spec.get("mode", "ssd")),
                      backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=rounds,
-                     top_n=int(top_n) if top_n else None)
+                     top_n=int(top_n) if top_n else None, protocol=str(m.meta.get("ssd_protocol") or "reply"))
 
 
 def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
@@ -205,11 +212,13 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
                 xs, over, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
                 models[who] = with_overhead(models[who], xs, over)
         ssd_like = runs_like(runs, "ssd", temperature)
-        m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s)
+        gap, prov["verifier_gap"] = verifier_gap_s([r for r in ssd_like if r.protocol == "push"])
+        m_eff, prov["link_executor"] = effective_link_s([r for r in ssd_like if r.protocol != "push"], link_s)
         prov["link_executor"]["measured"] = ssd_phases(ssd_like)
         if m_eff is not None:
             prov["link_microbench_s"] = link_s
             link_s, bps = m_eff, 0.0
+    gap = gap if executor and runs and gap is not None else (base.verifier_gap_s if base else 0.0)
     fast = _fast_backup_s(runs)
     fast = fast if fast is not None else (base.fast_backup_s if base else 0.0)
     fast_acc, prov["fast_backup_fit"] = fit_fast_backup(runs)
@@ -224,4 +233,5 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         name = f"fit-{host or 'machine'}"
     return Profile(name=name, target=models["target"], draft=models["draft"], link_s=min(link_s, 10.0),
                    acceptance=acceptance, hits=hits, link_bytes_per_s=bps, fast_backup_s=min(fast, 10.0),
-                   vocab_size=int(vocab), provenance=prov, fast_backup_acceptance=fast_acc)
+                   vocab_size=int(vocab), provenance=prov, fast_backup_acceptance=fast_acc,
+                   verifier_gap_s=min(gap, 10.0))

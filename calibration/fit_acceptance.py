@@ -26,6 +26,7 @@ class RunRounds:
     top_n: int | None = None
     budget: int | None = None  # SSD tree width per sequence (sum of the primary fan-out)
     draft_devices: int = 1
+    protocol: str = "reply"    # SSD message protocol of the run ("push": the verifier looks hits up itself)
 
 
 def _seq_values(row: dict, key: str, n: int, default: object) -> list:

@@ -226,3 +226,15 @@ def effective_link_s(runs: list[RunRounds], link_s: float = 0.0) -> tuple[float 
             lo, hi = (mid, hi) if period(mid) < goal else (lo, mid)
     return lo, {"n": len(obs), "one_way_s": lo, "mean_round_s": goal, "mean_verify_s": float(v.mean()),
                 "mean_build_s": float(build.mean()), "build_bound_share": float(np.mean(build > v + 2 * lo))}
+
+
+def verifier_gap_s(runs: list[RunRounds]) -> tuple[float | None, dict]:
+    """Push-protocol SSD runs: the verifier's own time between two verifications when the round before hit
+    (sending the outcome, checking and looking up the received cache, posting the next receive): the median
+    of wait_s + msg_s over steady rounds whose speculation came from the cache. None without such rounds."""
+    gaps = [float(r.get("wait_s", 0.0)) + float(r.get("msg_s", 0.0)) for run in runs for r in steady_rounds(run)
+            if r.get("verify_s") and not any(r.get("from_backup") or [])]
+    if not gaps:
+        return None, {"n": 0}
+    return float(np.median(gaps)), {"n": len(gaps), "median_s": float(np.median(gaps)),
+                                    "mean_s": float(np.mean(gaps))}

@@ -35,6 +35,7 @@ class Profile:
     hits: HitCurve = field(default_factory=lambda: HitCurve.power_law(0.3, 0.5))
     link_bytes_per_s: float = 0.0
     fast_backup_s: float = 0.0
+    verifier_gap_s: float = 0.0     # SSD: the verifier's own time between two verifications (push protocol)
     vocab_size: int = 128256
     provenance: dict = field(default_factory=dict)
     fast_backup_acceptance: AcceptanceModel | None = None
@@ -54,6 +55,7 @@ class Profile:
         check_number("profile.link_s", self.link_s, 0.0, 10.0)
         check_number("profile.link_bytes_per_s", self.link_bytes_per_s, 0.0)
         check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
+        check_number("profile.verifier_gap_s", self.verifier_gap_s, 0.0, 10.0)
         check_number("profile.vocab_size", self.vocab_size, 1, 10_000_000, integer=True)
         _check_placement(self.provenance.get("placement", {}) if isinstance(self.provenance, dict) else {})
 
@@ -73,7 +75,7 @@ class Profile:
     def to_dict(self) -> dict:
         d = {"schema_version": SCHEMA_VERSION, "name": self.name, "target": self.target.to_dict(),
              "draft": self.draft.to_dict(), "link_s": self.link_s, "link_bytes_per_s": self.link_bytes_per_s,
-             "fast_backup_s": self.fast_backup_s, "vocab_size": self.vocab_size,
+             "fast_backup_s": self.fast_backup_s, "verifier_gap_s": self.verifier_gap_s, "vocab_size": self.vocab_size,
              "acceptance": self.acceptance.to_dict(), "hits": self.hits.to_dict(), "provenance": self.provenance}
         if self.fast_backup_acceptance is not None:  # absent in older profiles: written only when known
             d["fast_backup_acceptance"] = self.fast_backup_acceptance.to_dict()
@@ -87,6 +89,7 @@ class Profile:
             if key not in d:
                 raise ConfigError(f"profile.{key}", "missing", ", ".join(required))
         known = {"schema_version", "name", "target", "draft", "link_s", "link_bytes_per_s", "fast_backup_s",
+                 "verifier_gap_s",
                  "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance"}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -98,6 +101,7 @@ class Profile:
                    draft=LatencyModel.from_dict(d["draft"], "profile.draft"), link_s=d.get("link_s", 0.0),
                    acceptance=AcceptanceModel.from_dict(d["acceptance"]), hits=HitCurve.from_dict(d["hits"]),
                    link_bytes_per_s=d.get("link_bytes_per_s", 0.0), fast_backup_s=d.get("fast_backup_s", 0.0),
+                   verifier_gap_s=d.get("verifier_gap_s", 0.0),
                    vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})),
                    fast_backup_acceptance=_optional_acceptance(d.get("fast_backup_acceptance")))
 

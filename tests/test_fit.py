@@ -377,3 +377,23 @@ def test_fast_backup_tail_pooled_past_the_well_sampled_positions():
     assert info["by_temperature"]["0.7"]["n"] == 76
     neural = RunRounds(k=6, temperature=0.7, sampler_c=1.0, backup="neural", rounds=rows)
     assert fit_fast_backup([neural])[0] is None
+
+
+def test_push_runs_fit_the_verifier_gap_not_a_message_time():
+    """Push-protocol SSD rounds: the verifier's gap after a hit (wait + outcome send) is fitted as
+    verifier_gap_s from the hit rounds' median; the message time stays the microbenchmarked one."""
+    k, rows, t = 2, [], 0.0
+    for i in range(40):
+        miss = i % 10 == 5
+        wait = 0.003 if miss else 0.0004 + 0.0001 * (i % 2)
+        rows.append({"t0": t, "t1": t + 0.006 + wait, "batch": 1, "verify_s": 0.005, "wait_s": wait, "msg_s": 0.0002,
+                     "glue_s": 0.001, "fork_s": 0.0003, "tree_s": 0.002, "backup_s": 0.0025 if miss else 0.0,
+                     "accepted": [i % 3], "from_backup": [miss], "bonus_rank": [0], "context": [50]})
+        t += 0.006 + wait
+    meta = {"spec": {"mode": "ssd", "k": k, "temperature": 0.0}, "fanout": [2, 2, 2], "ssd_protocol": "push"}
+    p = fit(grid(), Measurements(meta=meta, rounds=rows))
+    assert p.verifier_gap_s == pytest.approx(0.0002 + 0.00045, abs=6e-5)   # median of hit rounds' wait + send
+    assert p.link_s == pytest.approx(1e-4, rel=0.02)
+    assert Profile.from_dict(p.to_dict()).verifier_gap_s == p.verifier_gap_s
+    reply = fit(grid(), Measurements(meta={**meta, "ssd_protocol": "reply"}, rounds=rows))
+    assert reply.verifier_gap_s == 0.0                                        # reply runs: all in the message time

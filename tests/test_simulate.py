@@ -166,3 +166,14 @@ def test_push_protocol_removes_the_round_trip_on_hits_only():
     assert push.tokens_per_s_per_seq == pytest.approx(reply.tokens_per_s_per_seq, rel=0.01)
     with pytest.raises(ConfigError, match="protocol"):
         simulate(hits, spec, w, protocol="tcp")
+
+
+def test_verifier_gap_costs_every_round_once():
+    """profile.verifier_gap_s (the push verifier's own lookup between verifications) adds itself to each
+    all-hit round: 20 ms verification + 2 ms gap -> 22 ms rounds."""
+    w = Workload(num_sequences=8, output_tokens=256, prompt_tokens=64)
+    spec = SpecConfig(mode="ssd", k=4, budget=20, batch_size=1, backup="neural")
+    base = toy(c=0.0)
+    gapped = Profile.from_dict({**base.to_dict(), "verifier_gap_s": 0.002})
+    plain, slow = (simulate(p, spec, w, seed=3, protocol="push") for p in (base, gapped))
+    assert plain.tokens_per_s_per_seq / slow.tokens_per_s_per_seq == pytest.approx(0.022 / 0.020, rel=0.02)

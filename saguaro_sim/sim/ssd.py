@@ -84,6 +84,8 @@ class SSDEngine(Engine):
                 return
             nbytes, t = self._message(st.n_active, False)
             self.link.send(self.to_speculator, any_miss, t, "outcome", nbytes)
+            if self.profile.verifier_gap_s > 0:   # the verifier's own work between verifications
+                yield env.timeout(self.profile.verifier_gap_s)
             if self.push:
                 yield self.caches.get()          # this round's cache (arrived during the verification, usually)
                 if not any_miss:
