@@ -20,6 +20,7 @@ from .draft_worker import DraftWorker, WorkerSpec
 from .faults import apply_fault, parse_fault
 from .messages import cache_q, cache_tensor, reply_tensor, unpack_outcome
 from .sampling import make_generator
+from .tree import max_branches
 
 TAG = 0
 TAG_Q = 1          # q rows at temperature > 0: their own tag, so both receives can be posted early
@@ -100,7 +101,7 @@ def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
 
 def cache_dims(ws: WorkerSpec, vocab: int) -> tuple[int, int]:
     """(n_max, r_max): most branches and widest ranked list a cache message can carry."""
-    n_max = max(sum(ws.fanout), sum(ws.fanout_miss), 1)
+    n_max = max_branches(ws.fanout, ws.fanout_miss)
     return n_max, min(vocab, max(ws.n_rank, max(ws.fanout), max(ws.fanout_miss)) + 1)
 
 

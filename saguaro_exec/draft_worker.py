@@ -16,7 +16,7 @@ from .drafter import Drafter
 from .model import Transformer
 from .ngram import ngram_propose, one_hot_q
 from .transfer import to_device
-from .tree import SpecCache, build_tree, fork, tree_slots
+from .tree import SpecCache, build_tree, fork, max_branches, tree_slots
 
 SMALL_BATCH = 16   # up to this many rows, cache lookups use per-row dicts prepared during the build
 
@@ -54,7 +54,7 @@ class DraftWorker:
     def __init__(self, model: Transformer, prompts: list[list[int]], ws: WorkerSpec, gen: torch.Generator,
                  t_start: float) -> None:
         self.ws, self.gen, self.t_start = ws, gen, t_start
-        branches = max(sum(ws.fanout), sum(ws.fanout_miss), 1)
+        branches = max_branches(ws.fanout, ws.fanout_miss)
         self.drafter = Drafter(model, prompts, ws.k, ws.temperature, ws.sampler_c, gen, ws.max_new,
                                tree_slots(ws.k, branches), ws.accel)
         bsz = len(prompts)

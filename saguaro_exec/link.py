@@ -235,13 +235,14 @@ class PushLink(ProcessLink):
     waiting for the draft only for rows that missed (their backup speculation)."""
 
     def start(self, bsz: int) -> Reply:
+        self._dims = cache_dims(self.args.ws, self.vocab)           # (n_max, r_max) of every cache message
         reply = super().start(bsz)
         self._post_cache()
         return reply
 
     def _post_cache(self) -> None:
         ws = self.args.ws
-        n_max, r_max = cache_dims(ws, self.vocab)
+        n_max, r_max = self._dims
         self._cache = torch.empty(cache_shape(self._bsz, ws.k, n_max, r_max), dtype=torch.long)
         self._cache_q = None
         try:
@@ -266,7 +267,7 @@ class PushLink(ProcessLink):
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
         ws = self.args.ws
-        n_max, r_max = cache_dims(ws, self.vocab)
+        n_max, r_max = self._dims
         self._arm()
         self._wait_posted(self._cache_work)
         if self._cache_q is not None:

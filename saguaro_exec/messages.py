@@ -80,10 +80,8 @@ def cache_tensor(cache, k: int, n_max: int, r_max: int, times: dict) -> torch.Te
     body[:, 3 * n_max:3 * n_max + n * k] = cache.tokens.reshape(bsz, n * k)
     o = 3 * n_max + n_max * k
     w = (k + 1) * r_max
-    top = torch.full((bsz, k + 1, r_max), -1, dtype=torch.long)
-    rank = torch.full((bsz, k + 1, r_max), -1, dtype=torch.long)
-    top[..., :r], rank[..., :r] = f.top, f.rank
-    body[:, o:o + w], body[:, o + w:o + 2 * w] = top.view(bsz, -1), rank.view(bsz, -1)
+    body[:, o:o + w].view(bsz, k + 1, r_max)[..., :r] = f.top              # padding stays -1
+    body[:, o + w:o + 2 * w].view(bsz, k + 1, r_max)[..., :r] = f.rank
     out[bsz, 0] = n
     for i, name in enumerate(PHASES):
         if name in times:

@@ -32,6 +32,7 @@ from .ssd import run_ssd
 from .tp import TPTarget
 from .tp_config import device_index
 from .tp_group import TPArgs
+from .tree import max_branches
 
 
 def _sources(config: RunConfig) -> tuple[object, object]:
@@ -201,7 +202,7 @@ def resolve_protocol(choice: str, spec, vocab: int) -> str:
     if spec.temperature <= 0:
         return "push"
     primary, miss = spec.resolve_fanout()
-    n_max = max(sum(primary), sum(miss), 1)
+    n_max = max_branches(primary, miss)
     return "push" if spec.batch_size * n_max * spec.k * vocab * 4 <= PUSH_Q_BYTES else "reply"
 
 

@@ -121,6 +121,11 @@ def fork_width(fan: torch.Tensor, width: int) -> int:
     return max(1, int(torch.minimum(fan, cap).sum(-1).max()))
 
 
+def max_branches(fanout: tuple[int, ...], fanout_miss: tuple[int, ...]) -> int:
+    """Most branches a speculation cache holds per sequence: the larger schedule's total (at least 1)."""
+    return max(sum(fanout), sum(fanout_miss), 1)
+
+
 def tree_slots(k: int, branches: int) -> int:
     """Cache slots the tree region needs per sequence."""
     return k * branches
