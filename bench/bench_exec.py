@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calibration.jsonio import write_atomic  # noqa: E402
 from saguaro_exec import RunConfig, run  # noqa: E402
-from saguaro_exec.prompts import BUILTIN_PROMPTS  # noqa: E402
+from saguaro_exec.io.prompts import BUILTIN_PROMPTS  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
 
 

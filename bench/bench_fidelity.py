@@ -83,8 +83,8 @@ def _file(name: str, i: int) -> str:
 def collect(args: argparse.Namespace, save: Path) -> None:
     """Run everything for real, interleaved, and save every Measurements file under `save` (replayable)."""
     from saguaro_exec import RunConfig, run
-    from saguaro_exec.microbench import profile_pair
-    from saguaro_exec.models import tiny_pair_paths
+    from saguaro_exec.io.assets import tiny_pair_paths
+    from saguaro_exec.measure.microbench import profile_pair
 
     target, draft = map(str, tiny_pair_paths())
     prompts, workload = _workload(args)
@@ -123,8 +123,8 @@ def speed_probe(target: str, draft: str, threads: int):
     moment, so the comparison can also be made with the machine's speed drift taken out."""
     import torch
 
-    from saguaro_exec.draft_process import load_source
-    from saguaro_exec.runner import CachedModel
+    from saguaro_exec.engine.cached_model import CachedModel
+    from saguaro_exec.speculator.process import load_source
 
     models = [CachedModel(load_source(p, "cpu", "float32"), 1, 256) for p in (target, draft)]
 
@@ -174,7 +174,7 @@ def _tests(args: argparse.Namespace) -> list[tuple[str, SpecConfig]]:
 
 
 def _workload(args: argparse.Namespace) -> tuple[list[str], Workload]:
-    from saguaro_exec.prompts import BUILTIN_PROMPTS
+    from saguaro_exec.io.prompts import BUILTIN_PROMPTS
 
     prompts = list(BUILTIN_PROMPTS)[:args.prompts]
     mean_prompt = float(np.mean([len(p.encode()) for p in prompts]))

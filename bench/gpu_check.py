@@ -27,7 +27,7 @@ from calibration import Measurements, fit, roofline  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.shapes import ModelShape, get_shape  # noqa: E402
 from calibration.traffic import achieved_rates, forward_traffic  # noqa: E402
-from saguaro_exec.microbench import LatencyGrid, profile_latency, profile_link  # noqa: E402
+from saguaro_exec.measure.microbench import LatencyGrid, profile_latency, profile_link  # noqa: E402
 from saguaro_exec.model import ModelConfig, random_model  # noqa: E402
 
 RESULTS: dict = {"steps": {}}

@@ -29,9 +29,9 @@ import torch  # noqa: E402
 
 from calibration.jsonio import write_atomic  # noqa: E402
 from saguaro_exec import RunConfig, run  # noqa: E402
+from saguaro_exec.io.assets import tiny_pair_paths  # noqa: E402
+from saguaro_exec.io.tokenizer import load_tokenizer  # noqa: E402
 from saguaro_exec.model import load_model  # noqa: E402
-from saguaro_exec.models import tiny_pair_paths  # noqa: E402
-from saguaro_exec.tokenizer import load_tokenizer  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
 
 SOURCES = ("os.py", "json/decoder.py", "argparse.py", "collections/__init__.py", "textwrap.py", "pathlib.py")

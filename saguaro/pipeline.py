@@ -16,7 +16,7 @@ from calibration.errors import ConfigError, check_number
 from calibration.fit import fit
 from calibration.measurements import Measurements
 from calibration.profile import Profile
-from saguaro.report import profile_rows, rel_error, trim_events, write_report
+from saguaro.autotune_report import profile_rows, rel_error, trim_events, write_report
 from saguaro_sim.analytic import resolve_fanouts, uses_fast_backup
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.workload import Workload
@@ -143,9 +143,9 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
     refit with the new runs and write a report folder (report.md, plots, autotune.json) atomically."""
     from saguaro.commands.common import StagedDir
     from saguaro_exec import RunConfig, run
-    from saguaro_exec.microbench import profile_pair
-    from saguaro_exec.models import tiny_pair_paths
-    from saguaro_exec.prompts import BUILTIN_PROMPTS
+    from saguaro_exec.io.assets import tiny_pair_paths
+    from saguaro_exec.io.prompts import BUILTIN_PROMPTS
+    from saguaro_exec.measure.microbench import profile_pair
     from saguaro_sim.optimize import optimize
     from saguaro_sim.search import Constraints
 

@@ -14,31 +14,30 @@ import torch
 
 from calibration.errors import ConfigError
 from calibration.measurements import Measurements
-
-from .accel import resolve_accel
-from .achieved import achieved, resolve_hardware, shape_dict
-from .ar import run_ar
-from .draft_process import DraftArgs, load_source
-from .draft_worker import WorkerSpec
-from .fallback import Fallback
-from .faults import DraftFault, RunError
-from .link import DraftProcessError, InlineLink, ProcessLink, PushLink
-from .report import RunReport, summarize
-from .rounds import BatchResult
-from .runconfig import PUSH_Q_BYTES, RunConfig
-from .sampling import make_generator
-from .sd import run_sd
-from .ssd import run_ssd
-from .tp import TPTarget
-from .tp_config import device_index
-from .tp_group import TPArgs
-from .tree import max_branches
+from saguaro_exec.config import PUSH_Q_BYTES, RunConfig
+from saguaro_exec.devices import device_index
+from saguaro_exec.engine.ar import run_ar
+from saguaro_exec.engine.fallback import Fallback
+from saguaro_exec.engine.rounds import BatchResult
+from saguaro_exec.engine.sd import run_sd
+from saguaro_exec.engine.ssd import run_ssd
+from saguaro_exec.faults import DraftFault, RunError
+from saguaro_exec.measure.achieved import achieved, resolve_hardware, shape_dict
+from saguaro_exec.measure.report import RunReport, summarize
+from saguaro_exec.model.accel import resolve_accel
+from saguaro_exec.sampling import make_generator
+from saguaro_exec.speculator.cache import max_branches
+from saguaro_exec.speculator.links import DraftProcessError, InlineLink, ProcessLink, PushLink
+from saguaro_exec.speculator.process import DraftArgs, load_source
+from saguaro_exec.speculator.worker import WorkerSpec
+from saguaro_exec.tp.protocol import TPArgs
+from saguaro_exec.tp.target import TPTarget
 
 
 def _sources(config: RunConfig) -> tuple[object, object]:
     if config.target is not None and config.draft is not None:
         return config.target, config.draft
-    from .models import tiny_pair_paths
+    from saguaro_exec.io.assets import tiny_pair_paths
 
     tiny_t, tiny_d = tiny_pair_paths()
     return (config.target if config.target is not None else str(tiny_t),
@@ -55,7 +54,7 @@ def _encode(prompts: list, target_src: object) -> tuple[list[list[int]], object]
     if not isinstance(target_src, str | os.PathLike):
         raise ConfigError("prompts", "text prompts need the target checkpoint's tokenizer",
                           "token-id lists (list[list[int]]) for in-memory models")
-    from .tokenizer import load_tokenizer
+    from saguaro_exec.io.tokenizer import load_tokenizer
 
     tok = load_tokenizer(target_src)
     return [tok.encode(p) for p in prompts], tok
@@ -246,7 +245,7 @@ def _check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
 
 def _config_of(src: object):
     if isinstance(src, str | os.PathLike):
-        from .model import read_config
+        from saguaro_exec.model import read_config
 
         return read_config(src)
     return src.config

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .transfer import to_device
+from saguaro_exec.model.transfer import to_device
 
 
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:

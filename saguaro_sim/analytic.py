@@ -22,7 +22,7 @@ from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.workload import Workload
 
-# the executor's SSD messages (saguaro_exec/messages.py; tests/test_exec_tp.py checks these against it)
+# the executor's SSD messages (saguaro_exec/speculator/protocol.py; tests/test_exec_tp.py checks these against it)
 OUTCOME_BYTES = 4 * 8  # int64 (accepted k, bonus token, done, stop) per sequence
 REPLY_PHASES = 5  # (start, end) time pairs in the reply header's last row
 Q_BYTES = 4  # float32 draft probability rows (temperature > 0)

@@ -29,8 +29,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from saguaro_exec.io.tokenizer import BYTE_TOKENIZER_FILE, ByteTokenizer  # noqa: E402
 from saguaro_exec.model import ModelConfig, load_model, random_model, save_model  # noqa: E402
-from saguaro_exec.tokenizer import BYTE_TOKENIZER_FILE, ByteTokenizer  # noqa: E402
 
 SEED = 1234
 BOS, EOS, VOCAB = 256, 257, 272  # 256 bytes + BOS + EOS, padded to 272 (multiple of 16); shared by both

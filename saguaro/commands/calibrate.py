@@ -31,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
     """Read the files, fit, write the profile atomically and print a summary."""
     from calibration import Measurements
     from calibration.fit import fit
-    from saguaro.report import profile_rows
+    from saguaro.autotune_report import profile_rows
 
     meas = []
     for path in args.measurements:

@@ -65,7 +65,7 @@ def constraints_from(args: argparse.Namespace):
 
 def main(args: argparse.Namespace) -> int:
     """Validate, optimize, print, write --out."""
-    from saguaro.commands import plan_figures
+    from saguaro import figures as plan_figures
     from saguaro_sim.optimize import OBJECTIVES, optimize
     from saguaro_sim.simulate import simulate
 

@@ -55,8 +55,8 @@ def main(args: argparse.Namespace) -> int:
         if v < (0 if name == "warmup" else 1):
             raise ConfigError(f"--{name.replace('_', '-')}", f"{v} is out of range", ">= 1" if name != "warmup" else ">= 0")
     check_checkpoint_flags(args)
-    from saguaro_exec.microbench import profile_pair
-    from saguaro_exec.models import tiny_pair_paths
+    from saguaro_exec.io.assets import tiny_pair_paths
+    from saguaro_exec.measure.microbench import profile_pair
 
     target, draft = args.target, args.draft
     if target is None or draft is None:

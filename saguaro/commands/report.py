@@ -39,7 +39,7 @@ def run_summary(meas) -> dict:
 def main(args: argparse.Namespace) -> int:
     """Dispatch on the path: folder -> re-render the autotune report; file -> summarize the run."""
     from calibration import Measurements
-    from saguaro.report import load_report, render_markdown, write_report
+    from saguaro.autotune_report import load_report, render_markdown, write_report
 
     path = Path(args.path)
     if path.is_dir():

@@ -61,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def config_from(args: argparse.Namespace):
     """RunConfig from --config and the flags; errors name the flag (or the file and key)."""
     from saguaro_exec import RunConfig
-    from saguaro_exec.tp_config import is_device
+    from saguaro_exec.devices import is_device
     from saguaro_sim.config import SpecConfig
 
     base = RunConfig.from_toml(args.config) if args.config else RunConfig()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ConfigError
+from saguaro_exec.model.errors import ConfigError
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 ROPE_TYPES = ("default", "linear", "llama3")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .kv_cache import KVCache
-from .transformer import Transformer
+from saguaro_exec.model.kv_cache import KVCache
+from saguaro_exec.model.transformer import Transformer
 
 
 class GraphedForward:

@@ -11,7 +11,7 @@ import functools
 
 import torch
 
-from .kv_cache import KVCache
+from saguaro_exec.model.kv_cache import KVCache
 
 
 @functools.cache

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from .cuda_graph import GraphedForward
-from .kv_cache import KVCache
-from .masks import causal_mask
+from saguaro_exec.model.cuda_graph import GraphedForward
+from saguaro_exec.model.kv_cache import KVCache
+from saguaro_exec.model.masks import causal_mask
 
 SLOT_BUCKET = 256          # attended slots and cache capacities are rounded up to multiples of this
 MAX_GRAPH_TOKENS = 128     # steps with more new tokens per row (prefills) run eagerly

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import ModelConfig
+from saguaro_exec.model.config import ModelConfig
 
 
 class KVCache:

@@ -12,9 +12,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .config import ModelConfig
-from .errors import ConfigError
-from .transformer import Transformer
+from saguaro_exec.model.config import ModelConfig
+from saguaro_exec.model.errors import ConfigError
+from saguaro_exec.model.transformer import Transformer
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"

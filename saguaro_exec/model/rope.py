@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .config import ModelConfig
+from saguaro_exec.model.config import ModelConfig
 
 
 def inv_freq(config: ModelConfig) -> torch.Tensor:

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
-from .flash import flash_attend
-from .kv_cache import KVCache
-from .rope import Rotary, apply_rope
+from saguaro_exec.model.config import ModelConfig
+from saguaro_exec.model.flash import flash_attend
+from saguaro_exec.model.kv_cache import KVCache
+from saguaro_exec.model.rope import Rotary, apply_rope
 
 _HAS_GQA_SDPA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)
 

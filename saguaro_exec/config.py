@@ -1,0 +1,201 @@
+"""RunConfig: what ``saguaro_exec.run`` executes (SpecConfig + models + prompts + devices), from TOML."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from calibration.errors import ConfigError, check_choice, check_number
+from calibration.hardware import HARDWARE, get_hardware
+from saguaro_exec.devices import check_target_devices, device_index
+from saguaro_exec.faults import FALLBACKS, parse_fault
+from saguaro_exec.model.accel import check_accel
+from saguaro_sim.config import SpecConfig
+
+DTYPES = ("float32", "bfloat16", "float16")
+SSD_PROTOCOLS = ("auto", "push", "reply")
+PUSH_Q_BYTES = 4 << 20     # auto: push the cache unless its q rows (T > 0) exceed this per round
+_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
+
+
+def _check_device(name: str, value: object) -> None:
+    if not isinstance(value, str) or not _DEVICE.match(value):
+        raise ConfigError(name, f"unknown device {value!r}", "cpu | cuda | cuda:N")
+
+
+def _check_model(name: str, value: object) -> None:
+    from saguaro_exec.model import Transformer
+
+    if value is None or isinstance(value, Transformer):
+        return
+    if not isinstance(value, str | os.PathLike):
+        raise ConfigError(name, f"expected a checkpoint directory, got {type(value).__name__}",
+                          "None (tiny pair) | a local Hugging Face checkpoint directory | a Transformer")
+    if not Path(value).is_dir():
+        raise ConfigError(name, f"checkpoint directory {os.fspath(value)!r} does not exist",
+                          "an existing directory with config.json + *.safetensors")
+
+
+def _check_prompts(value: object) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, list | tuple) and len(value) > 0 and (
+        all(isinstance(p, str) and p for p in value)
+        or all(isinstance(p, list | tuple) and p and all(isinstance(t, int) for t in p) for p in value))
+    if not ok:
+        raise ConfigError("prompts", "expected a non-empty list of non-empty strings or token-id lists",
+                          "list[str] | list[list[int]]")
+
+
+@dataclass
+class RunConfig:
+    """A real run: ``spec`` decides AR/SD/SSD; models default to the shipped tiny pair, prompts to the
+    built-in set; prompts run in batches of ``spec.batch_size``. ``threads``: torch intra-op threads per
+    process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap.
+    SSD faults: a draft process that dies, sends a malformed reply or does not reply within
+    ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
+    in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
+    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py).
+    ``ssd_protocol``: "reply" = the draft answers each outcome (hit flags + speculation); "push" = the
+    draft sends each speculation cache once built and the verifier looks hits up itself (no message on
+    a hit's critical path); "auto" = push unless the cache's q rows (T > 0) exceed 4 MiB per round. ``hardware``: a
+    calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
+    detected from the CUDA device name; on CPU none, peak unknown). ``target_devices``: the target split
+    over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
+    NCCL on CUDA); None runs it on ``device`` alone."""
+
+    spec: SpecConfig = field(default_factory=SpecConfig)
+    target: object = None
+    draft: object = None
+    prompts: list | None = None
+    prompt_file: str | None = None
+    max_new_tokens: int = 64
+    device: str = "cpu"
+    draft_device: str | None = None
+    target_devices: list[str] | None = None   # tensor parallel over these (None: [device]); see tp.py
+    dtype: str = "float32"
+    seed: int = 0
+    timeout_s: float = 600.0
+    b_star: float = 2.0
+    threads: int | None = None
+    inline_draft: bool = False
+    draft_timeout_s: float = 5.0
+    fallback: str = "sd"
+    inject_fault: str | None = None
+    ssd_protocol: str = "auto"
+    hardware: str | None = None   # hardware preset for the roofline fractions (None: detected on CUDA)
+    cuda_graphs: str = "auto"     # CUDA graphs for the steps: auto (on exactly on CUDA) | on | off; accel.py
+    attention: str = "auto"       # auto (flash-attn when it imports, CUDA, bf16/fp16) | sdpa | flash
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, SpecConfig):
+            raise ConfigError("spec", f"expected a SpecConfig, got {type(self.spec).__name__}", "SpecConfig")
+        _check_model("target", self.target)
+        _check_model("draft", self.draft)
+        _check_prompts(self.prompts)
+        if self.prompt_file is not None:
+            if self.prompts is not None:
+                raise ConfigError("prompt_file", "given together with prompts", "one of prompts | prompt_file")
+            if not isinstance(self.prompt_file, str | os.PathLike):
+                raise ConfigError("prompt_file", f"expected a path, got {type(self.prompt_file).__name__}",
+                                  "an existing text/JSON file")
+            if not Path(self.prompt_file).is_file():
+                raise ConfigError("prompt_file", f"{self.prompt_file!r} not found", "an existing text/JSON file")
+        check_number("max_new_tokens", self.max_new_tokens, 1, 1_000_000, integer=True)
+        _check_device("device", self.device)
+        if self.draft_device is not None:
+            _check_device("draft_device", self.draft_device)
+        self.target_devices = check_target_devices(self.target_devices, self.device, self.target)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_accel(self.cuda_graphs, self.attention, [self.device] + [d for d in [self.draft_device] if d],
+                    self.dtype)
+        check_number("seed", self.seed, 0, 2**62, integer=True)
+        check_number("timeout_s", self.timeout_s, 0.0, 1e7, lo_open=True)
+        check_number("b_star", self.b_star, 0.0, 1e6)
+        if self.threads is not None:
+            check_number("threads", self.threads, 1, 1024, integer=True)
+        check_choice("ssd_protocol", self.ssd_protocol, SSD_PROTOCOLS)
+        if not isinstance(self.inline_draft, bool):
+            raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
+        check_number("draft_timeout_s", self.draft_timeout_s, 0.0, 1e7, lo_open=True)
+        check_choice("fallback", self.fallback, FALLBACKS)
+        if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
+            raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
+        if self.hardware is not None:
+            if not isinstance(self.hardware, str):
+                raise ConfigError("hardware", f"expected a preset name, got {type(self.hardware).__name__}",
+                                  ", ".join(HARDWARE))
+            get_hardware(self.hardware)      # ConfigError("hardware", ...) names the known presets
+
+    @property
+    def resolved_draft_device(self) -> str:
+        """Draft device: as given, else the target's (the GPU after the target's last one when it exists)."""
+        if self.draft_device is not None:
+            return self.draft_device
+        if self.device.startswith("cuda"):
+            import torch
+
+            idx = max(device_index(d) for d in self.resolved_target_devices)
+            if torch.cuda.device_count() > idx + 1:
+                return f"cuda:{idx + 1}"
+        return self.device
+
+    @property
+    def resolved_target_devices(self) -> list[str]:
+        """The target's ranks: ``target_devices``, else [device]."""
+        return list(self.target_devices) if self.target_devices else [self.device]
+
+    def load_prompts(self) -> list:
+        """The prompts to run: given, from ``prompt_file`` (.json list, .jsonl, or one per line with
+        \\n escapes), or the built-in set."""
+        if self.prompts is not None:
+            return list(self.prompts)
+        if self.prompt_file is None:
+            from saguaro_exec.io.prompts import BUILTIN_PROMPTS
+
+            return list(BUILTIN_PROMPTS)
+        path = Path(self.prompt_file)
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError("prompt_file", f"{path}: invalid UTF-8 at byte {e.start}", "UTF-8 text") from None
+        try:
+            if path.suffix == ".json":
+                prompts = json.loads(text)
+            elif path.suffix == ".jsonl":
+                prompts = [json.loads(line) for line in text.splitlines() if line.strip()]
+            else:
+                prompts = [line.replace("\\n", "\n") for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            raise ConfigError("prompt_file", f"{path}: invalid JSON ({e})", "a JSON list of strings") from None
+        _check_prompts(prompts)
+        return prompts
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike) -> RunConfig:
+        """Top-level keys are RunConfig fields; the ``[spec]`` table is a SpecConfig."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(str(path), "config file not found", "an existing .toml file")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(str(path), f"syntax error ({e})", "valid TOML") from None
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"{path}: {key}", "unknown key", ", ".join(sorted(known)))
+        data = dict(data)
+        data["spec"] = SpecConfig.from_dict(data.get("spec", {}), where=f"{path}: spec.")
+        base = path.parent
+        for key in ("target", "draft", "prompt_file"):
+            if isinstance(data.get(key), str) and not os.path.isabs(data[key]):
+                data[key] = str(base / data[key])
+        try:
+            return cls(**data)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e.field}", e.problem, e.allowed) from None

@@ -1,0 +1,118 @@
+"""A model plus its static KV cache, with the two forward shapes every engine needs.
+
+Slot layout per sequence: slot i holds logical position i for the true prefix (and for the linear
+speculation right after it); the draft's tree region sits beyond that, see ``tree.py``.
+
+With an ``Accel`` (accel.py) the forwards take the GPU fast path: the cache is leased from the model's
+GraphPool (rows padded to a power of two, capacity to a slot bucket) and steps replay CUDA graphs; causal
+chunks use flash-attn when selected. Without one (CPU), every call is the plain eager forward.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from saguaro_exec.model import Transformer, causal_mask
+from saguaro_exec.model.accel import Accel
+from saguaro_exec.model.graphs import MAX_GRAPH_TOKENS, pad_step
+from saguaro_exec.model.transfer import to_device
+
+
+class CachedModel:
+    """``model`` with a preallocated cache of ``capacity`` slots for ``batch`` sequences."""
+
+    def __init__(self, model: Transformer, batch: int, capacity: int, accel: Accel | None = None) -> None:
+        self.model = model
+        self.device = model.device
+        self.batch, self.capacity = batch, capacity
+        self.pool = None if accel is None else accel.pool(model)
+        self.flash = accel is not None and accel.uses_flash(model)
+        if self.pool is None:
+            self.cache = model.new_cache(batch, capacity)     # a TPTarget (tp.py) makes its sharded cache here
+        else:
+            self.cache = self.pool.lease(batch, capacity)
+            weakref.finalize(self, self.pool.release, self.cache)
+
+    @torch.inference_mode()
+    def extend(self, chunks: list[list[int]], start: torch.Tensor, graphed: bool = True
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append chunk b at slots/positions start[b].. (causal); returns (logits [B, T, V], lengths [B]).
+
+        Chunks of different lengths are right-padded with token 0; padded rows write K/V beyond the
+        chunk, which no later query sees before it is overwritten. ``graphed=False`` (prefills) keeps a
+        one-off shape out of the CUDA graphs.
+        """
+        sizes = [len(c) for c in chunks]
+        lengths = torch.tensor(sizes, dtype=torch.long)
+        width = max(1, max(sizes))
+        if min(sizes) == width:                                   # common case: no padding needed
+            toks = torch.tensor(chunks, dtype=torch.long)
+        else:
+            toks = torch.zeros(len(chunks), width, dtype=torch.long)
+            for b, c in enumerate(chunks):
+                if c:
+                    toks[b, : len(c)] = torch.tensor(c, dtype=torch.long)
+        return self.decode(toks, start, graphed), lengths
+
+    @torch.inference_mode()
+    def decode(self, tokens: torch.Tensor, start: torch.Tensor, graphed: bool = True) -> torch.Tensor:
+        """Append tokens [B, T] (host or device) at slots/positions start[b].. (causal): logits [B, T, V]."""
+        width = tokens.shape[1]
+        start = start.to(torch.long).cpu()
+        positions = start.view(-1, 1) + torch.arange(width).view(1, -1)
+        need = int(positions.max()) + 1
+        if need > self.capacity:
+            raise RuntimeError(f"KV cache overflow: need {need} slots, capacity {self.capacity}")
+        if self.flash:
+            return self._fast(tokens, positions, positions, None, (start + width).to(torch.int32), graphed)
+        mask = causal_mask(start, width, need)
+        if self.pool is not None:
+            return self._fast(tokens, positions, positions, mask, None, graphed)
+        dev = self.device
+        return self.model(tokens.to(dev), positions.to(dev), self.cache, positions.to(dev), mask.to(dev))
+
+    @torch.inference_mode()
+    def last_logits(self, chunks: list[list[int]], start: torch.Tensor, graphed: bool = True) -> torch.Tensor:
+        """``extend`` and keep only the logits after each chunk's last real token: [B, V]."""
+        logits, lengths = self.extend(chunks, start, graphed)
+        if bool((lengths == logits.shape[1]).all()):
+            return logits[:, -1]
+        idx = to_device((lengths - 1).clamp_min(0), logits.device)
+        return logits[torch.arange(len(chunks), device=logits.device), idx]
+
+    @torch.inference_mode()
+    def tail_logits(self, chunks: list[list[int]], start: torch.Tensor, n: int) -> torch.Tensor:
+        """``extend`` and keep the logits of each chunk's last ``n`` real tokens: [B, n, V]."""
+        logits, lengths = self.extend(chunks, start)
+        if bool((lengths == logits.shape[1]).all()) and logits.shape[1] >= n:
+            return logits[:, logits.shape[1] - n:]
+        idx = to_device((lengths.view(-1, 1) - n + torch.arange(n).view(1, -1)).clamp_min(0), logits.device)
+        return logits.gather(1, idx.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+                mask: torch.Tensor) -> torch.Tensor:
+        """Raw forward with explicit slots and mask (tree steps)."""
+        if self.pool is not None:
+            return self._fast(tokens, positions, slots, mask, None, True)
+        dev = self.device
+        return self.model(tokens.to(dev), positions.to(dev), self.cache, slots.to(dev), mask.to(dev))
+
+    def _fast(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor | None,
+              seqlens: torch.Tensor | None, graphed: bool) -> torch.Tensor:
+        """The Accel path: inputs up without host sync, rows padded to the pool cache, a graph replayed."""
+        dev = self.device
+        tokens, positions, slots = to_device(tokens, dev), to_device(positions, dev), to_device(slots, dev)
+        mask = None if mask is None else to_device(mask, dev)
+        seqlens = None if seqlens is None else to_device(seqlens, dev)
+        extra = {} if seqlens is None else {"seqlens": seqlens}
+        if self.pool is None:                                     # flash without graphs
+            return self.model(tokens, positions, self.cache, slots, mask, **extra)
+        b = tokens.shape[0]
+        tokens, positions, slots, mask, seqlens = pad_step(tokens, positions, slots, mask, seqlens, self.cache.batch)
+        if graphed and tokens.shape[1] <= MAX_GRAPH_TOKENS:
+            return self.pool.forward(self.cache, tokens, positions, slots, mask, seqlens)[:b].clone()
+        extra = {} if seqlens is None else {"seqlens": seqlens}
+        return self.model(tokens, positions, self.cache, slots, mask, **extra)[:b]

@@ -1,0 +1,87 @@
+"""Draft side state: the draft's view of the true sequences, its KV cache, and linear drafting.
+
+``jit`` is SD's drafting and SSD's neural backup (K sequential steps from the true prefix); ``glue``
+is SSD's forward over the bonus token + the sent speculation, giving the draft rows D_0..D_K that
+forking needs. The prefix region of the cache is followed by a tree region (see ``tree.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from saguaro_exec.engine.cached_model import CachedModel
+from saguaro_exec.model import Transformer
+from saguaro_exec.model.accel import Accel
+from saguaro_exec.model.transfer import to_host
+from saguaro_exec.sampling import saguaro_probs, sample
+
+
+class Drafter:
+    """Draft model + cache for a batch; token lists mirror the verifier's true sequences."""
+
+    def __init__(self, model: Transformer, prompts: list[list[int]], k: int, temperature: float,
+                 sampler_c: float, gen: torch.Generator, max_new: int, tree_slots: int = 0,
+                 accel: Accel | None = None) -> None:
+        self.k, self.temperature, self.sampler_c, self.gen = k, temperature, sampler_c, gen
+        self.seqs = [list(p) for p in prompts]
+        self.done = [False] * len(prompts)
+        self.prefix_capacity = max(len(p) for p in prompts) + max_new + 2 * k + 4
+        self.runner = CachedModel(model, len(prompts), self.prefix_capacity + tree_slots, accel)
+        self.n_valid = torch.zeros(len(prompts), dtype=torch.long)
+        self.vocab = model.config.vocab_size
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return torch.tensor([len(s) for s in self.seqs], dtype=torch.long)
+
+    def prefill(self) -> None:
+        """Cache every prompt but its last token."""
+        self.runner.extend([s[:-1] for s in self.seqs], self.n_valid, graphed=False)
+        self.n_valid = self.lengths - 1
+
+    def _pick(self, logits: torch.Tensor, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Greedy at T=0 (no q needed); else sample from sigma_{F,C} and return that q (fan on the host)."""
+        if self.temperature <= 0:
+            return logits.argmax(-1), None
+        q = saguaro_probs(logits, self.temperature, fan, self.sampler_c)
+        return sample(q, self.gen), q
+
+    def jit(self, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """K tokens drafted one step at a time from the true prefix; fan [B, K+1] is the per-row
+        Saguaro F_i. Returns (tokens [B, K] on the host, q [B, K, V] or None, draft logits D_0..D_{K-1}
+        [B, K, V]); the drafted tokens stay on the device between steps (one transfer at the end)."""
+        chunks = [s[int(n):] for s, n in zip(self.seqs, self.n_valid)]
+        logits = self.runner.last_logits(chunks, self.n_valid)
+        self.n_valid = self.lengths
+        toks, qs, rows = [], [], []
+        for i in range(self.k):
+            tok, q = self._pick(logits, fan[:, i])
+            toks.append(tok)
+            qs.append(q)
+            rows.append(logits)
+            if i + 1 < self.k:
+                logits = self.runner.decode(tok.view(-1, 1), self.n_valid + i)[:, 0]
+        (tokens,) = to_host(torch.stack(toks, 1))
+        q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
+        return tokens, q_all, torch.stack(rows, 1)
+
+    def glue(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Forward the not-yet-cached true tokens (at least the last one) + the K sent tokens; returns
+        the draft logits after the prefix and after each sent token: D_0..D_K [B, K+1, V]."""
+        start = torch.minimum(self.n_valid, self.lengths - 1)
+        toks = tokens.tolist()
+        chunks = [s[int(m):] + t for s, m, t in zip(self.seqs, start, toks)]
+        return self.runner.tail_logits(chunks, start, self.k + 1)
+
+    def advance(self, acc: torch.Tensor, bonus: torch.Tensor, tokens: torch.Tensor, done: list[bool],
+                cached_spec: int) -> None:
+        """Apply the verifier's outcome (accepted count, bonus) to every live row; ``cached_spec`` is how
+        many of the sent tokens have valid K/V after the prefix (K after a glue, K-1 after a jit)."""
+        toks = tokens.tolist()
+        for b, s in enumerate(self.seqs):
+            if self.done[b]:
+                continue
+            a = int(acc[b])
+            self.n_valid[b] = len(s) + min(a, cached_spec)
+            s.extend(toks[b][:a] + [int(bonus[b])])
+            self.done[b] = bool(done[b])

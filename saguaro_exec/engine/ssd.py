@@ -1,0 +1,97 @@
+"""SSD verifier loop: wait for the speculation, verify, send the outcome key; the speculator builds its
+cache for the next round meanwhile (in its own process with ``ProcessLink``)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from saguaro_exec.engine.rounds import BatchResult, event, finish_times, new_round
+from saguaro_exec.engine.verifier import Verifier
+from saguaro_exec.faults import DraftFault
+from saguaro_exec.model import Transformer
+from saguaro_exec.speculator.worker import Reply
+
+DRAFT_PHASES = ("glue", "fork", "tree")
+
+
+def _draft_events(reply: Reply, r: int) -> list[dict]:
+    return [event(name, "speculator", s, e, round=r) for name, (s, e) in sorted(reply.times.items(),
+                                                                                 key=lambda kv: kv[1][0])]
+
+
+def _fill_outcome(row: dict, reply: Reply) -> None:
+    """The reply to round r's outcome says whether it hit the cache built during round r."""
+    live = row["seq"]
+    row["hit"] = [bool(reply.hit[b]) for b in live]
+    row["bonus_rank"] = [int(reply.rank[b]) for b in live]
+    for name in DRAFT_PHASES:
+        if name in reply.times:
+            s, e = reply.times[name]
+            row[f"{name}_s"] = e - s
+
+
+def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Round rows and trace events of a batch from its log: round r verified ``replies[r]``; the reply
+    after it (``replies[r + 1]``, when one came) says whether r's outcome hit."""
+    rounds = []
+    for (r, t0, t1, t2, t3, live, ctx, acc), reply in zip(log, replies):
+        events += _draft_events(reply, r)
+        reply_s = reply.times.get("reply", (0.0, 0.0))
+        backup_s = reply.times.get("backup", (0.0, 0.0))
+        acc_l = acc.tolist()
+        rounds.append(new_round(r, t0, t3, live, wait_s=t1 - t0, verify_s=t2 - t1, msg_s=t3 - t2,
+                                draft_reply_s=reply_s[1] - reply_s[0], backup_s=backup_s[1] - backup_s[0],
+                                accepted=[int(acc_l[b]) for b in live],
+                                from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx))
+        events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
+                   event("send", "verifier", t2, t3, round=r)]
+        if r + 1 < len(replies):
+            _fill_outcome(rounds[-1], replies[r + 1])
+    if len(replies) > len(log):
+        events += _draft_events(replies[len(log)], len(log))
+    return rounds, events
+
+
+def run_ssd(target: Transformer, link, prompts: list[list[int]], k: int, max_new: int, temperature: float,
+            gen: torch.Generator, eos_ids: list[int], t_start: float, on_fault=None, accel=None) -> BatchResult:
+    """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
+    A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
+    finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py)."""
+    ver = Verifier(target, prompts, k, temperature, gen, max_new, eos_ids, accel)
+    now = lambda: time.perf_counter() - t_start  # noqa: E731
+    start_s = now()
+    ver.prefill()
+    events = [event("prefill", "verifier", start_s, now())]
+    log: list[tuple] = []       # per round: times, live rows, outcome and the reply it verified; rows and
+    replies: list[Reply] = []   # events are built after the batch, off the critical path between verifies
+    t0, r, stop = now(), 0, False
+    fault_rounds: tuple[list, list] = ([], [])
+    try:
+        reply = link.start(len(prompts))
+        while True:
+            replies.append(reply)
+            if stop:
+                break
+            t1 = now()
+            live = [b for b in range(len(prompts)) if not ver.state.done[b]]
+            ctx = [len(ver.state.seqs[b]) for b in live]
+            acc, bonus = ver.verify(reply.tokens, reply.q, r)
+            t2 = now()
+            stop = ver.state.all_done()
+            link.send(acc, bonus, list(ver.state.done), stop)
+            t3 = now()
+            log.append((r, t0, t1, t2, t3, live, ctx, acc))
+            t0, r = t3, r + 1
+            reply = link.recv()      # the speculator's next speculation (push: looked up in its cache)
+    except DraftFault as fault:
+        if on_fault is None:
+            raise
+        fault_rounds = on_fault(ver, r, fault)
+    rounds, events = _rows(log, replies, events)
+    rounds += fault_rounds[0]
+    events += fault_rounds[1]
+    end = now()
+    return BatchResult([ver.state.generated(b) for b in range(len(prompts))], rounds, events, start_s,
+                       end - start_s, finish_times(ver.state.finish_round, rounds, start_s))

@@ -1,0 +1,166 @@
+"""SSD's speculation cache: forking the candidate outcomes (k, t) and drafting all branches as a tree.
+
+Tree layout per sequence (L = true prefix length, K lookahead, N branches): slots [0, L+K) hold the
+prefix and the sent speculation s_1..s_K (written by the glue forward); tree step i writes branch j
+at slot L + K + i*N + j. Branch (k, t) sees slots [0, L+k) and its own earlier tree slots; its
+logical positions continue from L + k, so RoPE sees the sequence it would really be.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from saguaro_exec.engine.cached_model import CachedModel
+from saguaro_exec.model.transfer import to_device, to_host
+from saguaro_exec.sampling import saguaro_probs, sample
+
+
+@dataclass
+class Fork:
+    """Candidate outcomes per row: branch_k/branch_t/valid [B, N]; ``top`` [B, K+1, R] the draft's
+    ranking at each position and ``rank`` its 0-based rank excluding the sent token (-1 = excluded)."""
+
+    branch_k: torch.Tensor
+    branch_t: torch.Tensor
+    valid: torch.Tensor
+    top: torch.Tensor
+    rank: torch.Tensor
+
+
+@dataclass
+class SpecCache:
+    """S^T: the drafted speculation (K tokens, their q) for every forked outcome of every row."""
+
+    fork: Fork
+    tokens: torch.Tensor            # [B, N, K]
+    q: torch.Tensor | None          # [B, N, K, V] at temperature > 0
+    index: list | None = None       # per row {(k, t): branch}, {(k, t): rank}, token lists (``prepare``)
+
+    def host(self) -> SpecCache:
+        """The fork and the drafted tokens on the host, in one transfer (q stays where it is)."""
+        f = self.fork
+        bk, bt, ok, top, rank, toks = to_host(f.branch_k, f.branch_t, f.valid, f.top, f.rank, self.tokens)
+        return SpecCache(Fork(bk, bt, ok, top, rank), toks, self.q, self.index)
+
+    def prepare(self, n_rank: int) -> None:
+        """Build per-row dictionaries so that ``lookup`` is a few dict reads (for small batches; run
+        while the verifier verifies, off the reply's critical path)."""
+        f = self.fork
+        bk, bt, ok = f.branch_k.tolist(), f.branch_t.tolist(), f.valid.tolist()
+        branch = [{(k, t): j for j, (k, t, v) in enumerate(zip(bk[b], bt[b], ok[b])) if v} for b in range(len(bk))]
+        self.index = [branch, f.top.tolist(), f.rank.tolist(), self.tokens.tolist(), n_rank]
+
+    def lookup(self, acc: torch.Tensor, bonus: torch.Tensor, n_rank: int):
+        """(hit [B], bonus rank [B] (-1 beyond top-n_rank), tokens [B, K], q [B, K, V] | None)."""
+        if self.index is not None:
+            return self._lookup_prepared(acc, bonus)
+        f = self.fork
+        rows = torch.arange(acc.shape[0])
+        top_k, rank_k = f.top[rows, acc], f.rank[rows, acc]                 # [B, R]
+        eq = (top_k == bonus.view(-1, 1)) & (rank_k >= 0)
+        rank = torch.where(eq.any(-1), (rank_k * eq).sum(-1), torch.full_like(acc, -1))
+        rank = torch.where(rank < n_rank, rank, torch.full_like(rank, -1))
+        match = (f.branch_k == acc.view(-1, 1)) & (f.branch_t == bonus.view(-1, 1)) & f.valid
+        hit = match.any(-1)
+        j = match.long().argmax(-1)
+        q = None if self.q is None else self.q[to_device(rows, self.q.device), to_device(j, self.q.device)]
+        return hit, rank, self.tokens[rows, j], q
+
+
+    def _lookup_prepared(self, acc: torch.Tensor, bonus: torch.Tensor):
+        branch, top, ranks, toks, n_rank = self.index
+        keys = list(zip(acc.tolist(), bonus.tolist()))
+        js = [branch[b].get(key, -1) for b, key in enumerate(keys)]
+        hit = torch.tensor([j >= 0 for j in js], dtype=torch.bool)
+        rank = torch.tensor([_rank_of(top[b][k], ranks[b][k], t, n_rank) for b, (k, t) in enumerate(keys)],
+                            dtype=torch.long)
+        j = torch.tensor([max(x, 0) for x in js], dtype=torch.long)
+        tokens = torch.tensor([toks[b][i] for b, i in enumerate(j.tolist())], dtype=torch.long)
+        q = None if self.q is None else self.q[torch.arange(len(js), device=self.q.device),
+                                                to_device(j, self.q.device)]
+        return hit, rank, tokens.view(len(js), -1), q
+
+
+def _rank_of(top: list[int], rank: list[int], token: int, n_rank: int) -> int:
+    """Rank of ``token`` in one position's ranked list (-1: excluded, absent or beyond n_rank)."""
+    try:
+        r = rank[top.index(token)]
+    except ValueError:
+        return -1
+    return r if 0 <= r < n_rank else -1
+
+
+def fork(d_logits: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n_rank: int) -> Fork:
+    """Top-F_k draft tokens at each position k from D_0..D_K [B, K+1, V], excluding the token sent at
+    k (it can never be the bonus after its own rejection); fan [B, K+1] per-row fan-out (host), sent [B, K].
+    Runs where ``d_logits`` is, without a host sync (the branch count comes from ``fork_width``)."""
+    bsz, kp1, vocab = d_logits.shape
+    dev = d_logits.device
+    width = min(vocab, max(n_rank, int(fan.max())) + 1)
+    top = d_logits.float().topk(width, dim=-1).indices                       # [B, K+1, R] best first
+    sent_pad = torch.cat([sent, torch.full((bsz, 1), -1, dtype=torch.long)], 1)
+    keep = top != to_device(sent_pad, dev).unsqueeze(-1)
+    rank = torch.where(keep, keep.long().cumsum(-1) - 1, torch.full_like(top, -1))
+    sel = keep & (rank < to_device(fan, dev).unsqueeze(-1))
+    flat_sel = sel.reshape(bsz, -1)
+    n = fork_width(fan, width)
+    key = (~flat_sel).long() * flat_sel.shape[1] + torch.arange(flat_sel.shape[1], device=dev)
+    idx = key.argsort(-1)[:, :n]                                              # selected first, in order
+    return Fork(branch_k=idx // width, branch_t=top.reshape(bsz, -1).gather(1, idx),
+                valid=flat_sel.gather(1, idx), top=top, rank=rank)
+
+
+def fork_width(fan: torch.Tensor, width: int) -> int:
+    """Branches ``fork`` selects per row (at least 1), from the fan-out alone: at position k < K the sent
+    token is excluded from the ``width`` ranked tokens (when ranked), at K nothing is; fan never exceeds
+    width - 1 unless width is the whole vocabulary, where the sent token is always ranked."""
+    cap = torch.full_like(fan, width - 1)
+    cap[:, -1] = width
+    return max(1, int(torch.minimum(fan, cap).sum(-1).max()))
+
+
+def max_branches(fanout: tuple[int, ...], fanout_miss: tuple[int, ...]) -> int:
+    """Most branches a speculation cache holds per sequence: the larger schedule's total (at least 1)."""
+    return max(sum(fanout), sum(fanout_miss), 1)
+
+
+def tree_slots(k: int, branches: int) -> int:
+    """Cache slots the tree region needs per sequence."""
+    return k * branches
+
+
+@torch.inference_mode()
+def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, temperature: float,
+               sampler_c: float, fan: tuple[int, ...], gen: torch.Generator | None) -> SpecCache:
+    """K batched tree steps over all branches; each step samples from sigma_{F_i,C} (greedy at T=0). Runs
+    where the fork's tensors are (prefix_len on the host), without a host sync: ``SpecCache.host`` then
+    brings the fork and tokens over in one transfer."""
+    bsz, n = f.branch_t.shape
+    dev = f.branch_t.device
+    base = prefix_len + k                                                    # first tree slot per row
+    width = int(base.max()) + k * n
+    if width > runner.capacity:
+        raise RuntimeError(f"tree needs {width} cache slots, capacity {runner.capacity}")
+    plen, base = to_device(prefix_len, dev), to_device(base, dev)
+    arange_s = torch.arange(width, device=dev).view(1, 1, width)
+    mask = arange_s < (plen.view(-1, 1) + f.branch_k).unsqueeze(-1)         # [B, N, S]
+    rows = torch.arange(bsz, device=dev).view(-1, 1).expand(bsz, n)
+    cols = torch.arange(n, device=dev).view(1, -1).expand(bsz, n)
+    tok = f.branch_t
+    toks, qs = [], []
+    for i in range(k):
+        slots = base.view(-1, 1) + i * n + cols
+        mask[rows, cols, slots] = True
+        positions = plen.view(-1, 1) + f.branch_k + i
+        logits = runner.forward(tok, positions, slots, mask)                  # [B, N, V]
+        if temperature <= 0:
+            tok = logits.argmax(-1)
+        else:
+            q = saguaro_probs(logits, temperature, fan[i], sampler_c)
+            tok = sample(q, gen)
+            qs.append(q)
+        toks.append(tok)
+    q_all = torch.stack(qs, 2) if qs else None
+    return SpecCache(fork=f, tokens=torch.stack(toks, 2), q=q_all)

@@ -1,0 +1,74 @@
+"""Checks on what the draft process sends, before the verifier trusts it: a reply whose flags, tokens
+or draft distributions are impossible is a malformed message (a draft fault), never a silent wrong token.
+
+(The transport itself guarantees shapes: gloo aborts on a size mismatch, so only contents are checked.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from saguaro_exec.faults import DraftFault
+
+
+def _bad(detail: str) -> DraftFault:
+    return DraftFault("malformed", detail)
+
+
+def check_reply_head(head: torch.Tensor | list, k: int, vocab: int, live: list[bool] | torch.Tensor) -> None:
+    """Rows (hit, rank, from_backup, K tokens) of the ``live`` sequences must be finite, flags 0/1,
+    ranks >= -1 and tokens integers in [0, vocab); raise DraftFault("malformed") otherwise. Works on the
+    head's ``tolist()`` rows: a few microseconds at small batch, on every round's critical path."""
+    rows = head.tolist() if isinstance(head, torch.Tensor) else head
+    alive = live.tolist() if isinstance(live, torch.Tensor) else live
+    for row, ok in zip(rows, alive):
+        if not ok:
+            continue
+        body = row[:3 + k]
+        if not all(math.isfinite(x) for x in body):
+            raise _bad("non-finite values in the reply")
+        if body[0] not in (0.0, 1.0) or body[2] not in (0.0, 1.0):
+            flags = sorted({x for r, a in zip(rows, alive) if a for x in (r[0], r[2])})
+            raise _bad(f"hit / from_backup flags must be 0 or 1, got {flags[:4]}")
+        if body[1] < -1 or body[1] != round(body[1]):
+            raise _bad("bonus ranks must be integers >= -1")
+        for t in body[3:]:
+            if not (0 <= t < vocab and t == round(t)):
+                raise _bad(f"speculated token {t!r} is not a token id in [0, {vocab})")
+
+
+def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> None:
+    """Draft distributions of the ``live`` sequences must be finite, non-negative rows summing to 1 that
+    give each sent token positive probability (it was sampled from them)."""
+    q, tokens = q[live], tokens[live]
+    if not bool(torch.isfinite(q).all()) or bool((q < 0).any()):
+        raise _bad("draft distributions hold negative or non-finite values")
+    sums = q.double().sum(-1)
+    if not bool(((sums - 1).abs() < 1e-3).all()):
+        raise _bad(f"draft distributions do not sum to 1 (e.g. {sums.flatten()[0].item():.4f})")
+    if not bool((q.gather(-1, tokens.unsqueeze(-1)) > 0).all()):
+        raise _bad("a speculated token has zero probability under the draft distribution it came from")
+
+
+def check_cache(rows: list, k: int, vocab: int, n_max: int, live: list[bool]) -> None:
+    """A pushed speculation cache (``messages.cache_tensor(...).tolist()``) of the ``live`` rows: valid
+    flags 0/1, every branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab) (unused
+    branches hold real values too); DraftFault otherwise. Builtins over list slices: microseconds."""
+    n = rows[-1][0]
+    if not 0 <= n <= n_max:
+        raise _bad(f"cache holds {n} branches, allowed 0..{n_max}")
+    if n == 0:
+        return
+    for row, ok in zip(rows[:-1], live):
+        if not ok:
+            continue
+        if not set(row[2 * n_max:2 * n_max + n]) <= {0, 1}:
+            raise _bad("cache valid flags must be 0 or 1")
+        ks = row[:n]
+        if min(ks) < 0 or max(ks) > k:
+            raise _bad(f"cache branch positions must be in [0, {k}]")
+        for toks in (row[n_max:n_max + n], row[3 * n_max:3 * n_max + n * k]):
+            if min(toks) < 0 or max(toks) >= vocab:
+                raise _bad(f"speculated token is not a token id in [0, {vocab})")

@@ -1,0 +1,81 @@
+"""A short autotune on the tiny pair: report files exist and their numbers agree with each other."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+pytest.importorskip("torch")
+
+from calibration import Profile  # noqa: E402
+from saguaro.cli import main as cli  # noqa: E402
+from saguaro_sim import SpecConfig  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    from saguaro.pipeline import autotune
+    from saguaro_exec.io.assets import tiny_pair_paths
+
+    target, draft = tiny_pair_paths()
+    out = tmp_path_factory.mktemp("at") / "report"
+    return autotune(out, target=target, draft=draft, quick=True, max_new_tokens=16), out
+
+
+def test_report_files_and_numbers(quick_report):
+    rep, out = quick_report
+    for name in ("report.md", "autotune.json", "recommended.toml", "profile.json", "profile_refit.json",
+                 "pred_vs_meas.png", "pred_vs_meas.json", "hit_vs_fanout.png", "timelines.png",
+                 "trace_real_ssd.json", "trace_sim_ssd.json", "measurements/grid.json",
+                 "measurements/calibration_0_ssd.json", "measurements/calibration_1_ssd.json",
+                 "measurements/calibration_2_sd.json", "measurements/calibration_3_ar.json", "profile_sd.json", "profile_refit_ar.json", "measurements/ssd_run.json", "measurements/sd_run.json",
+                 "measurements/ar_run.json"):
+        assert (out / name).is_file(), name
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # staged folder renamed, no leftovers
+    doc = json.loads((out / "autotune.json").read_text())
+    assert [c["name"] for c in doc["configs"]] == ["SSD (best simulated)", "SD", "AR"]
+    for c in doc["configs"]:
+        k = c["spec"]["k"]
+        for side in ("predicted", "predicted_refit", "measured"):
+            assert c[side]["tokens_per_s"] > 0
+            assert 1.0 <= c[side]["tokens_per_round"] <= k + 1 + 1e-9
+        if c["spec"]["mode"] == "ssd":
+            assert 0.0 <= c["measured"]["hit_rate"] <= 1.0 and 0.0 <= c["predicted"]["hit_rate"] <= 1.0
+    ar = doc["configs"][2]
+    assert ar["measured"]["tokens_per_round"] == 1.0 and ar["predicted"]["tokens_per_round"] == 1.0
+    assert doc["errors"]["fit"]["n"] == 3 and doc["errors"]["refit"]["n"] == 3
+    assert doc["errors"]["fit"]["max_abs"] >= doc["errors"]["fit"]["median_abs"] >= 0
+    ssd_meas = doc["configs"][0]["measured"]["tokens_per_s"]
+    assert doc["speedups"]["ar"] == pytest.approx(ssd_meas / ar["measured"]["tokens_per_s"])
+    # the recommended TOML is a valid SpecConfig equal to the JSON's
+    spec = SpecConfig.from_dict(tomllib.loads((out / "recommended.toml").read_text()))
+    assert spec.to_dict() == doc["recommended"] == rep.recommended.to_dict()
+    # the markdown shows the same numbers as the JSON
+    md = (out / "report.md").read_text()
+    assert f"{ssd_meas:.1f}" in md and "```toml" in md and doc["recommended_toml"].strip() in md
+    # the refit profile saw the calibration run and the three real runs
+    refit = Profile.from_json(out / "profile_refit.json")
+    assert refit.provenance["samples"]["runs"] == 7 and rep.refit.provenance["samples"]["runs"] == 7
+    first = Profile.from_json(out / "profile.json")
+    assert first.provenance["samples"]["runs"] == 4 and first.provenance["executor_runs"]["used"] == ["ssd@T=0.0"]
+    assert Profile.from_json(out / "profile_sd.json").provenance["executor_runs"]["used"] == ["sd@T=0.0"]
+    pts = json.loads((out / "pred_vs_meas.json").read_text())["points"]
+    assert len(pts) == 6 and {p["kind"] for p in pts} == {"fit", "refit"}
+
+
+def test_report_command_rerenders(quick_report, capsys):
+    _, out = quick_report
+    (out / "report.md").unlink()
+    assert cli(["report", str(out)]) == 0
+    assert (out / "report.md").is_file() and "Predicted vs measured" in capsys.readouterr().out
+    assert cli(["report", str(out / "measurements" / "ssd_run.json")]) == 0
+    assert "hit rate" in capsys.readouterr().out
+    assert cli(["report", str(out / "nope")]) == 2
+
+
+def test_autotune_bad_input_names_the_flag(tmp_path, capsys):
+    assert cli(["autotune", "--out", str(tmp_path / "r"), "--batch-size", "0"]) == 2
+    assert "--batch-size" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
