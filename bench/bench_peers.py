@@ -92,7 +92,7 @@ def _prompt_ids(spec: str, target: str) -> tuple[list[list[int]], str]:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Fill --quick's and the defaults' values; ConfigError naming the flag on bad input."""
+    """Fill --quick's and the defaults' values, encode the prompts; ConfigError naming the flag on bad input."""
     base = QUICK if args.quick else DEFAULTS
     for key, value in base.items():
         if getattr(args, key) is None:
@@ -110,6 +110,8 @@ def check_args(args: argparse.Namespace) -> None:
             SpecConfig(mode="ssd", k=args.k, fanout=args.fanout_t)
     except (ValueError, ConfigError) as e:
         raise ConfigError("--fanout", f"{args.fanout!r}: {e}", f"{args.k + 1} comma-separated positive ints") from None
+    args.prompt_ids, args.prompt_source = _prompt_ids(args.prompts, args.target)
+    _check_lengths(args.prompt_ids, args)
 
 
 def _check_lengths(prompts: list[list[int]], args: argparse.Namespace) -> None:
@@ -151,8 +153,7 @@ def bench(args: argparse.Namespace) -> dict:
 
     from bench import peers_hf
 
-    prompts, source = _prompt_ids(args.prompts, args.target)
-    _check_lengths(prompts, args)
+    prompts, source = args.prompt_ids, args.prompt_source
     state0 = snapshot()
     stat0 = cpu_times()
     torch.set_num_threads(1)
