@@ -162,6 +162,7 @@ def bench(args: argparse.Namespace) -> dict:
     eos = eos[0] if isinstance(eos, list) else eos
     peers = {**_ours(args.target, args.draft, args.k, args.fanout_t),
              **peers_hf.make_peers(hf_target, hf_draft, args.k, eos)}
+    settings = {n: peer.settings() for n, peer in peers.items()}   # before a heuristic schedule moves them
     order = interleaved_order([], list(peers), args.repeats, seed=args.seed)
     from tqdm import tqdm
 
@@ -181,7 +182,7 @@ def bench(args: argparse.Namespace) -> dict:
     stat1 = cpu_times()
     state1 = snapshot()
     ref = warm[REFERENCE].tokens
-    rows = {n: {"settings": peers[n].settings(), **_median_row(n, per_pass[n], warm[n], ref)} for n in peers}
+    rows = {n: {"settings": settings[n], **_median_row(n, per_pass[n], warm[n], ref)} for n in peers}
     if any(r["first_mismatch"] for r in rows.values()):
         from saguaro_exec.model import load_model
 

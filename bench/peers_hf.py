@@ -86,13 +86,16 @@ def assistant_config(assistant: torch.nn.Module, k: int | None):
 
 def effective_assistant_settings(cfg) -> dict:
     """num_assistant_tokens / schedule / confidence threshold as transformers resolves them (its global
-    defaults fill fields left None, as AssistedCandidateGenerator does)."""
+    defaults fill fields left None, as AssistedCandidateGenerator does), and whether the threshold is used."""
     cfg = copy.deepcopy(cfg)
     if hasattr(cfg, "_get_default_generation_params"):
         cfg.update(**cfg._get_default_generation_params(), defaults_only=True)
+    threshold = getattr(cfg, "assistant_confidence_threshold", None)
     return {"num_assistant_tokens": cfg.num_assistant_tokens,
             "num_assistant_tokens_schedule": cfg.num_assistant_tokens_schedule,
-            "assistant_confidence_threshold": getattr(cfg, "assistant_confidence_threshold", None)}
+            "assistant_confidence_threshold": threshold,
+            # transformers applies (and adapts) the threshold only when scikit-learn imports
+            "assistant_confidence_threshold_active": bool(threshold) and versions()["sklearn_available"]}
 
 
 @contextmanager

@@ -136,3 +136,16 @@ def test_explain_blames_the_decoder_that_emits_a_non_argmax_token():
     assert e["hf_uncached"]["top"] == e["ours_uncached"]["top"] == top2
     assert e["max_abs_logit_diff"] < 1e-3
     assert e["verdict"].startswith("decoder error")
+
+
+def test_prompts_are_a_count_of_built_ins_or_a_file_encoded_with_the_targets_tokenizer(tmp_path):
+    from bench.bench_peers import _prompt_ids
+    from saguaro_exec.io.assets import tiny_deep_pair_paths
+    from saguaro_exec.io.prompts import BUILTIN_PROMPTS
+
+    target = str(tiny_deep_pair_paths()[0])
+    ids, source = _prompt_ids("2", target)
+    assert ids == [list(p.encode()) for p in BUILTIN_PROMPTS[:2]] and source == "built-in[:2]"
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(["ab", "\u00e9"]))
+    assert _prompt_ids(str(f), target) == ([[97, 98], [0xC3, 0xA9]], str(f))
