@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import brentq
 
 from calibration.errors import ConfigError, check_number
 from calibration.interp import c_multiplier, check_c_effect, pick_temperature, temp_keys
@@ -39,6 +40,21 @@ class AcceptanceModel:
         """i.i.d. acceptance alpha at every position and temperature (the closed forms' assumption)."""
         check_number("alpha", alpha, 0.0, 1.0)
         return cls({0.0: (float(alpha),)}, c_effect or {})
+
+    @classmethod
+    def from_acceptance_length(cls, acceptance_length: float, k: int, c_effect: dict | None = None,
+                               temperature: float = 0.0) -> AcceptanceModel:
+        """Geometric model whose expected tokens per round at lookahead k (accepted + the bonus token) is
+        `acceptance_length`: alpha solves (1 - alpha^(k+1)) / (1 - alpha) = acceptance_length."""
+        check_number("k", k, 1, 64, integer=True)
+        k = int(k)
+        rng = f"(1, {k + 1}) for k = {k}"
+        if isinstance(acceptance_length, bool) or not isinstance(acceptance_length, int | float):
+            raise ConfigError("acceptance_length", f"expected a number, got {acceptance_length!r}", rng)
+        if not 1.0 < acceptance_length < k + 1:  # also rejects NaN
+            raise ConfigError("acceptance_length", f"{acceptance_length!r} is out of range", rng)
+        alpha = brentq(lambda a: sum(a ** i for i in range(k + 1)) - acceptance_length, 0.0, 1.0, xtol=1e-14)
+        return cls({float(temperature): (float(alpha),)}, c_effect or {})
 
     @classmethod
     def per_position(cls, rates: list[float], temperature: float = 0.0) -> AcceptanceModel:

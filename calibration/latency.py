@@ -22,7 +22,9 @@ class LatencyModel:
     - linear: {"base", "per_token", "per_context"}: base + per_token*batch*new + per_context*batch*context
     - piecewise: {"knots_x", "knots_y", "per_context"}: piecewise-linear in batch*new (linear extrapolation)
       plus per_context*batch*context
-    - roofline: max(compute, memory) time from hardware peaks and model shape, plus overheads
+    - roofline: max(compute, memory) time from hardware peaks and model shape, plus overheads; optional
+      {"flops_efficiency", "multi_token_s", "token_s", "score_bytes_per_qk"}: a software stack's costs
+      (calibration.stack)
     """
 
     kind: str
@@ -56,7 +58,7 @@ class LatencyModel:
             for key, v in p.items():
                 check_number(f"latency.params.{key}", v, 0.0)
             if self.kind == "roofline":
-                for key in ("peak_flops", "mem_bw", "efficiency"):
+                for key in ("peak_flops", "mem_bw", "efficiency") + (("flops_efficiency",) * ("flops_efficiency" in p)):
                     check_number(f"latency.params.{key}", p[key], 0.0, lo_open=True)
 
     # constructors -------------------------------------------------------------------------------
@@ -118,10 +120,14 @@ def _piecewise(xs: list[float], ys: list[float], x: float) -> float:
 
 
 def _roofline(p: dict, batch: int, new_tokens: int, context: float) -> float:
+    """Bound + overheads; the optional stack terms (calibration.stack) default to 0 so older profiles load."""
     tokens = batch * new_tokens
     flops = tokens * p["flops_per_token"] + tokens * (context + new_tokens) * p["attn_flops_per_ctx"]
     nbytes = p["weight_bytes"] + batch * (context + new_tokens) * p["kv_bytes_per_token"]
     eff = p["efficiency"]
-    compute = flops / (p["peak_flops"] * eff)
+    compute = flops / (p["peak_flops"] * p.get("flops_efficiency", eff))
     memory = nbytes / (p["mem_bw"] * eff)
-    return p["overhead_s"] + max(compute, memory) + p["comm_base_s"] + p["comm_per_token_s"] * tokens
+    pairs = tokens * (context + new_tokens)  # (query, key) pairs: attention scores and mask of tree/verify steps
+    stack = (p.get("multi_token_s", 0.0) * (new_tokens > 1) + p.get("token_s", 0.0) * tokens
+             + pairs * p.get("score_bytes_per_qk", 0.0) / (p["mem_bw"] * eff))
+    return p["overhead_s"] + max(compute, memory) + p["comm_base_s"] + p["comm_per_token_s"] * tokens + stack

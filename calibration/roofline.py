@@ -15,6 +15,7 @@ from calibration.hits import HitCurve
 from calibration.latency import LatencyModel
 from calibration.profile import Profile
 from calibration.shapes import ModelShape, get_shape
+from calibration.stack import REF_ALLREDUCE_S, REF_EFFICIENCY, REF_LAUNCH_S, Stack, get_stack
 
 LINKS = ("nvlink", "pcie")
 ASSUMED = "assumed from the paper's reported ranges, not measured"
@@ -54,25 +55,45 @@ def model_costs(shape: str | ModelShape, tp: int = 1, dtype_bytes: float = 2) ->
 
 
 def roofline_params(hardware: str | Hardware, shape: str | ModelShape, tp: int = 1, dtype_bytes: float = 2,
-                    efficiency: float | None = None) -> dict:
-    """The `roofline` LatencyModel parameters for one model on `tp` devices of one hardware type."""
+                    efficiency: float | None = None, stack: str | Stack | None = None) -> dict:
+    """The `roofline` LatencyModel parameters for one model on `tp` devices of one hardware type.
+
+    stack=None (or "bound") is the bare roofline; "serving" / "saguaro" (or a Stack) add that stack's fixed,
+    per-token, tree-attention and all-reduce costs (calibration.stack), scaled to this hardware.
+    """
     hw, m = get_hardware(hardware), get_shape(shape)
     costs = model_costs(m, tp, dtype_bytes)
-    eff = hw.efficiency if efficiency is None else check_number("efficiency", efficiency, 0.0, 1.0, lo_open=True)
+    st = get_stack(stack if stack is not None else "bound")
+    # fitted efficiencies are H100/H200 values: other hardware keeps its preset's efficiency ratio to them
+    eff_default = hw.efficiency if st.uses_hardware_floors else st.bw_efficiency * hw.efficiency / REF_EFFICIENCY
+    eff = (min(0.95, eff_default) if efficiency is None
+           else check_number("efficiency", efficiency, 0.0, 1.0, lo_open=True))
+    launch = hw.launch_s_per_layer / REF_LAUNCH_S  # fitted fixed times are H100/H200 values
+    allreduce = hw.allreduce_latency_s if st.uses_hardware_floors else st.allreduce_s * hw.allreduce_latency_s / REF_ALLREDUCE_S
     if tp > 1:  # two all-reduces per layer (after attention and after the MLP), ring algorithm
-        comm_base = 2 * m.layers * hw.allreduce_latency_s
+        comm_base = 2 * m.layers * allreduce
         comm_per_token = 2 * m.layers * (2 * (tp - 1) / tp) * m.hidden * dtype_bytes / hw.nvlink_bw
     else:
         comm_base = comm_per_token = 0.0
-    return {**costs, "peak_flops": float(hw.peak_flops), "mem_bw": float(hw.mem_bw), "efficiency": float(eff),
-            "overhead_s": float(hw.fixed_s + m.layers * hw.launch_s_per_layer),
-            "comm_base_s": float(comm_base), "comm_per_token_s": float(comm_per_token)}
+    if st.uses_hardware_floors:
+        overhead = hw.fixed_s + m.layers * hw.launch_s_per_layer
+    else:
+        overhead = launch * (st.forward_s + m.layers * st.layer_s)
+    params = {**costs, "peak_flops": float(hw.peak_flops), "mem_bw": float(hw.mem_bw), "efficiency": float(eff),
+              "overhead_s": float(overhead), "comm_base_s": float(comm_base), "comm_per_token_s": float(comm_per_token)}
+    if not st.uses_hardware_floors:
+        flops_eff = min(0.95, st.flops_efficiency * hw.efficiency / REF_EFFICIENCY)
+        params.update({"flops_efficiency": float(flops_eff),
+                       "multi_token_s": float(launch * m.layers * st.multi_token_layer_s),
+                       "token_s": float(launch * m.layers * st.token_layer_s),
+                       "score_bytes_per_qk": float(m.layers * (m.heads / tp * st.score_bytes + st.mask_bytes))})
+    return params
 
 
 def model_latency(hardware: str | Hardware, shape: str | ModelShape, tp: int = 1, dtype_bytes: float = 2,
-                  efficiency: float | None = None) -> LatencyModel:
-    """Roofline LatencyModel t(batch, new_tokens, context) for one model on `tp` devices."""
-    return LatencyModel("roofline", roofline_params(hardware, shape, tp, dtype_bytes, efficiency))
+                  efficiency: float | None = None, stack: str | Stack | None = None) -> LatencyModel:
+    """Roofline LatencyModel t(batch, new_tokens, context) for one model on `tp` devices (stack: as roofline_params)."""
+    return LatencyModel("roofline", roofline_params(hardware, shape, tp, dtype_bytes, efficiency, stack))
 
 
 def link_params(hardware: str | Hardware, link: str = "nvlink") -> tuple[float, float]:
@@ -85,10 +106,14 @@ def link_params(hardware: str | Hardware, link: str = "nvlink") -> tuple[float, 
 def roofline(hardware: str | Hardware = "h100", target: str | ModelShape = "llama-3.1-70b", target_tp: int = 4,
              draft: str | ModelShape = "llama-3.2-1b", draft_tp: int = 1, acceptance: AcceptanceModel | None = None,
              hits: HitCurve | None = None, dtype_bytes: float = 2, efficiency: float | None = None,
-             link: str = "nvlink", fast_backup_s: float = 3e-5, name: str | None = None) -> Profile:
+             link: str = "nvlink", fast_backup_s: float = 3e-5, name: str | None = None,
+             stack: str | Stack = "serving") -> Profile:
     """A Profile for (hardware, target on target_tp devices, draft on draft_tp devices) from the roofline.
 
-    acceptance / hits default to the paper's orientation values (geometric alpha, power-law misses).
+    stack picks the software level the latencies model (calibration.stack): "serving" (default: an optimized
+    serving stack, vLLM / SGLang class), "saguaro" (our executor as measured on the H200, CUDA graphs on) or
+    "bound" (the bare roofline, no per-layer, per-token or tree-attention costs). acceptance / hits default to
+    the paper's orientation values (geometric alpha, power-law misses).
     """
     hw = get_hardware(hardware)
     t, d = get_shape(target, "target"), get_shape(draft, "draft")
@@ -106,16 +131,20 @@ def roofline(hardware: str | Hardware = "h100", target: str | ModelShape = "llam
         raise ConfigError("draft", f"vocab {d.vocab} differs from the target's {t.vocab}",
                           "a draft sharing the target's tokenizer")
     link_s, link_bw = link_params(hw, link)
-    tgt = model_latency(hw, t, target_tp, dtype_bytes, efficiency)
-    drf = model_latency(hw, d, draft_tp, dtype_bytes, efficiency)
+    st = get_stack(stack)
+    tgt = model_latency(hw, t, target_tp, dtype_bytes, efficiency, st)
+    drf = model_latency(hw, d, draft_tp, dtype_bytes, efficiency, st)
     tp_part = f"-tp{target_tp}" if target_tp > 1 else ""
     name = name or f"{hw.name}-{t.name}{tp_part}-{d.name}"
     provenance = {"source": "roofline", "hardware": hw.to_dict(), "target": t.to_dict(), "target_tp": target_tp,
                   "target_devices": target_tp, "draft": d.to_dict(), "draft_tp": draft_tp, "dtype_bytes": dtype_bytes, "link": link,
-                  "efficiency": tgt.params["efficiency"],
+                  "efficiency": tgt.params["efficiency"], "stack": st.to_dict(),
                   "acceptance": "given" if acceptance is not None else ASSUMED,
                   "hits": "given" if hits is not None else ASSUMED,
-                  "notes": "peaks from vendor datasheets; latencies, launch floors and efficiency assumed"}
+                  "notes": "peaks from vendor datasheets; " + (
+                      "latencies, launch floors and efficiency assumed" if st.uses_hardware_floors else
+                      f"stack terms fitted to measured step times ({st.name}, calibration/stack_points.py), "
+                      "fixed times scaled from H100/H200 by the hardware's launch floor and all-reduce latency")}
     return Profile(name=name, target=tgt, draft=drf, link_s=link_s, link_bytes_per_s=link_bw,
                    acceptance=acceptance or paper_acceptance(), hits=hits or paper_hits(),
                    fast_backup_s=fast_backup_s, vocab_size=t.vocab, provenance=provenance)
