@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from calibration.acceptance import AcceptanceModel
 from calibration.errors import ConfigError
 from calibration.profile import Profile, list_presets, load_preset
 from saguaro_sim.workload import Workload
@@ -19,9 +20,33 @@ DEFAULT_PROFILE = "h100-llama70b-tp4-llama1b"
 
 
 def add_profile_arg(p: argparse.ArgumentParser) -> None:
-    """--profile NAME|PATH."""
+    """--profile NAME|PATH and --acceptance-length AL[@K]."""
     p.add_argument("--profile", default=DEFAULT_PROFILE, metavar="NAME|PATH",
                    help=f"preset name (see `saguaro presets`) or a profile JSON path (default {DEFAULT_PROFILE})")
+    p.add_argument("--acceptance-length", metavar="AL[@K]",
+                   help="replace the profile's acceptance by a geometric one with AL expected tokens per round "
+                        "(accepted + bonus) at lookahead K (default K: --k, else 4); 1 < AL < K+1")
+
+
+def profile_from_args(args: argparse.Namespace) -> Profile:
+    """The --profile, with --acceptance-length applied when given; errors name the flag."""
+    profile = load_profile(args.profile)
+    text = getattr(args, "acceptance_length", None)
+    if text is None:
+        return profile
+    al_text, _, k_text = str(text).partition("@")
+    try:
+        al = float(al_text)
+        k = int(k_text) if k_text else (getattr(args, "k", None) or 4)
+    except ValueError:
+        raise ConfigError("--acceptance-length", f"expected AL or AL@K, got {text!r}",
+                          "a number, optionally @ an integer lookahead, e.g. 3.2@4") from None
+    try:
+        acc = AcceptanceModel.from_acceptance_length(al, k, c_effect=profile.acceptance.c_effect)
+    except ConfigError as e:
+        raise ConfigError("--acceptance-length", e.problem, e.allowed) from None
+    return profile.with_(acceptance=acc, provenance={**profile.provenance,
+                                                      "acceptance": f"--acceptance-length {al:g} at k={k}"})
 
 
 def add_workload_args(p: argparse.ArgumentParser, sequences: int = 16, output: int = 512) -> None:

@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     from saguaro_sim.optimize import OBJECTIVES, optimize
     from saguaro_sim.simulate import simulate
 
-    profile = common.load_profile(args.profile)
+    profile = common.profile_from_args(args)
     workload = common.workload_from(args)
     cons = constraints_from(args)
     if args.objective not in OBJECTIVES:

@@ -14,8 +14,8 @@ from saguaro.commands.common import (
     add_spec_args,
     add_workload_args,
     flag,
-    load_profile,
     print_json,
+    profile_from_args,
     spec_overrides,
     table,
     workload_from,
@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     from saguaro_sim import plots
     from saguaro_sim.simulate import simulate
 
-    profile = load_profile(args.profile)
+    profile = profile_from_args(args)
     spec = spec_from(args)
     workload = workload_from(args)
     if args.seed < 0:
