@@ -42,8 +42,8 @@ DESCRIPTIONS = {"serving": "optimized serving stack (vLLM / SGLang class: CUDA g
                            "fitted to bench/gpu_results/2026-11-30-h200"}
 
 
-def predict(point: Point, stack: Stack) -> float:
-    """Seconds the level `stack` predicts for one measured point."""
+def predict(point: Point, stack: Stack | str) -> float:
+    """Seconds the level `stack` (a Stack or a level name) predicts for one measured point."""
     lat = LatencyModel("roofline", roofline_params(point.hardware, point.model, point.tp, point.dtype_bytes,
                                                    stack=stack))
     if point.kind == "step":
@@ -101,17 +101,25 @@ def fit_level(level: str, points: tuple[Point, ...] | list[Point] | None = None,
 
 
 def cross_validate(level: str) -> list[dict]:
+    """Leave one group out over the level's shipped points (calibration.stack_points)."""
+    check_choice("level", level, tuple(FREE))
+    return cross_validate_points(level, POINTS[level])
+
+
+def cross_validate_points(level: str, pts: tuple[Point, ...] | list[Point]) -> list[dict]:
     """Leave one group out: fit on the others, predict the held-out group's points. Rows per held-out point."""
     check_choice("level", level, tuple(FREE))
-    pts = POINTS[level]
     serving_ar = fit_level("serving").allreduce_s if level == "saguaro" else None
     rows = []
     for group in dict.fromkeys(p.group for p in pts):
         train = [p for p in pts if p.group != group]
+        if not train:
+            raise ConfigError("points", "one group only: nothing to fit on", "points in two or more groups")
         st = fit_level(level, train, serving_allreduce_s=serving_ar)
         for p in (q for q in pts if q.group == group):
             pred = predict(p, st)
-            rows.append({"level": level, "group": group, "kind": p.kind, "model": p.model, "tp": p.tp,
+            model = p.model if isinstance(p.model, str) else p.model.name
+            rows.append({"level": level, "group": group, "kind": p.kind, "model": model, "tp": p.tp,
                          "hardware": p.hardware if isinstance(p.hardware, str) else p.hardware.name,
                          "batch": p.batch, "new": p.new, "context": p.context, "measured_s": p.measured_s,
                          "predicted_s": pred, "error": (pred - p.measured_s) / p.measured_s, "source": p.source})

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calibration.hardware import GB, TFLOPS, Hardware
+from calibration.shapes import ModelShape
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Point:
     source: str
     group: str
     hardware: str | Hardware
-    model: str
+    model: str | ModelShape
     tp: int
     kind: str
     batch: int
