@@ -23,7 +23,8 @@ class LatencyModel:
     - piecewise: {"knots_x", "knots_y", "per_context"}: piecewise-linear in batch*new (linear extrapolation)
       plus per_context*batch*context
     - roofline: max(compute, memory) time from hardware peaks and model shape, plus overheads; optional
-      {"flops_efficiency", "multi_token_s", "token_s", "score_bytes_per_qk"}: a software stack's costs
+      {"flops_efficiency", "multi_token_s", "token_s", "score_bytes_per_qk", "logit_bytes_per_token"}: a software
+      stack's costs
       (calibration.stack)
     """
 
@@ -128,6 +129,7 @@ def _roofline(p: dict, batch: int, new_tokens: int, context: float) -> float:
     compute = flops / (p["peak_flops"] * p.get("flops_efficiency", eff))
     memory = nbytes / (p["mem_bw"] * eff)
     pairs = tokens * (context + new_tokens)  # (query, key) pairs: attention scores and mask of tree/verify steps
+    streamed = pairs * p.get("score_bytes_per_qk", 0.0) + tokens * p.get("logit_bytes_per_token", 0.0)
     stack = (p.get("multi_token_s", 0.0) * (new_tokens > 1) + p.get("token_s", 0.0) * tokens
-             + pairs * p.get("score_bytes_per_qk", 0.0) / (p["mem_bw"] * eff))
+             + streamed / (p["mem_bw"] * eff))
     return p["overhead_s"] + max(compute, memory) + p["comm_base_s"] + p["comm_per_token_s"] * tokens + stack

@@ -86,7 +86,8 @@ def roofline_params(hardware: str | Hardware, shape: str | ModelShape, tp: int =
         params.update({"flops_efficiency": float(flops_eff),
                        "multi_token_s": float(launch * m.layers * st.multi_token_layer_s),
                        "token_s": float(launch * m.layers * st.token_layer_s),
-                       "score_bytes_per_qk": float(m.layers * (m.heads / tp * st.score_bytes + st.mask_bytes))})
+                       "score_bytes_per_qk": float(m.layers * (m.heads / tp * st.score_bytes + st.mask_bytes)),
+                       "logit_bytes_per_token": float(m.vocab * st.sample_bytes)})
     return params
 
 

@@ -28,12 +28,14 @@ BOUNDS = {"bw_efficiency": (0.2, 0.95), "forward_s": (1e-6, 5e-3), "layer_s": (1
 PRIOR_WEIGHT = 0.3
 # Serving: no published step times at verify/tree widths were found (calibration.stack_points), so the multi-token
 # terms are assumptions: flash / FlashInfer-style tree attention keeps scores on chip (score_bytes 0) and reads a
-# bit-packed mask (1/8 byte per query-key pair and layer); mask planning and per-token fused work are small.
+# bit-packed mask (1/8 byte per query-key pair and layer); mask planning and per-token fused work are small;
+# sampling reads bf16/fp32 logits about twice (fused softmax + top-k / sampling kernels).
 SERVING_ASSUMED = {"flops_efficiency": 0.7, "multi_token_layer_s": 1e-5, "token_layer_s": 2.5e-7,
-                   "score_bytes": 0.0, "mask_bytes": 0.125}
+                   "score_bytes": 0.0, "mask_bytes": 0.125, "sample_bytes": 8.0}
 # Saguaro: boolean masks (1 byte per pair and layer, saguaro_exec.model.masks); matmul efficiency near the
-# measured bf16 ceiling (744 of 989 TFLOP/s); tensor-parallel all-reduce not measured (one GPU): twice serving's.
-SAGUARO_ASSUMED = {"flops_efficiency": 0.7, "mask_bytes": 1.0}
+# measured bf16 ceiling (744 of 989 TFLOP/s); tensor-parallel all-reduce not measured (one GPU): twice serving's;
+# sampling: float32 logits written, then softmax (read + write) and top-k / argmax (read): ~16 bytes per logit.
+SAGUARO_ASSUMED = {"flops_efficiency": 0.7, "mask_bytes": 1.0, "sample_bytes": 16.0}
 FREE = {"serving": ("bw_efficiency", "forward_s", "layer_s", "allreduce_s"),
         "saguaro": ("bw_efficiency", "forward_s", "layer_s", "multi_token_layer_s", "token_layer_s", "score_bytes")}
 DESCRIPTIONS = {"serving": "optimized serving stack (vLLM / SGLang class: CUDA graphs, fused kernels, flash "
