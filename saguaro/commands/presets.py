@@ -28,7 +28,9 @@ def _profile_row(name: str) -> dict:
     except ConfigError as e:
         return {"name": name, "error": str(e)}
     prov = p.provenance
-    return {"name": name, "source": prov.get("source", "?"), "target_ms": p.target(1, 1, CONTEXT) * 1e3,
+    stack = prov.get("stack", {}).get("name") if isinstance(prov.get("stack"), dict) else None
+    source = prov.get("source", "?") + (f"/{stack}" if stack else "")  # roofline/serving, roofline/saguaro
+    return {"name": name, "source": source, "target_ms": p.target(1, 1, CONTEXT) * 1e3,
             "draft_ms": p.draft(1, 1, CONTEXT) * 1e3, "alpha_t0": p.acceptance.mean_alpha(4, 0.0),
             "miss_f1_t0": p.hits.miss(1, 0, 0.0), "link_us": p.link_s * 1e6,
             "target_devices": prov.get("target_devices", 1)}
