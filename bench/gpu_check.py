@@ -99,7 +99,8 @@ def fit(label: str, target: ModelShape, draft: ModelShape) -> dict:
 
 
 def runs(label: str, target: ModelShape, draft: ModelShape) -> list[dict]:
-    """AR / SD / SSD at the pair's shapes with measured vs predicted tokens/s."""
+    """AR / SD / SSD at the pair's shapes with measured vs predicted tokens/s (Qwen3-32B: batch 1 and 16 new
+    tokens only, like --quick, to stay in the time budget)."""
     return shape_runs(target, draft, PROFILES[label], DEVICE, DTYPE, QUICK or label == "qwen", log, model_config)
 
 
