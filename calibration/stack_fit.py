@@ -29,7 +29,9 @@ PRIOR_WEIGHT = 0.3
 # Serving: no published step times at verify/tree widths were found (calibration.stack_points), so the multi-token
 # terms are assumptions: flash / FlashInfer-style tree attention keeps scores on chip (score_bytes 0) and reads a
 # bit-packed mask (1/8 byte per query-key pair and layer); mask planning and per-token fused work are small;
-# sampling reads bf16/fp32 logits about twice (fused softmax + top-k / sampling kernels).
+# sampling reads bf16/fp32 logits about twice (fused softmax + top-k / sampling kernels). token_layer_s (1/6 of
+# the 1.5 us we measured) is the term that prices wide tree steps at this level: with it at 0 the optimizer runs
+# the 70B presets to the top of its K and budget ranges again. Replace it by a fit once such step times exist.
 SERVING_ASSUMED = {"flops_efficiency": 0.7, "multi_token_layer_s": 1e-5, "token_layer_s": 2.5e-7,
                    "score_bytes": 0.0, "mask_bytes": 0.125, "sample_bytes": 8.0}
 # Saguaro: boolean masks (1 byte per pair and layer, saguaro_exec.model.masks); matmul efficiency near the
