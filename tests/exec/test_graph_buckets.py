@@ -145,19 +145,24 @@ def test_engines_through_the_pool_match_plain_greedy():
     assert accel.captures > 0 and daccel.captures > 0
 
 
-def test_ssd_through_the_pool_samples_at_temperature():
-    """T > 0 through the pool (fork, tree sampling, q on the pool's path): full-length, in-vocabulary output."""
+def _ssd_sampled(accel: Accel | None, daccel: Accel, seed: int) -> list[list[int]]:
     t0 = time.perf_counter()
-    accel = Accel(graphs=True)
     ws = WorkerSpec(k=2, fanout=(2, 2, 1), fanout_miss=(1, 1, 1), sampler_c=0.5, backup="neural",
-                    temperature=0.8, max_new=N_NEW, accel=Accel(graphs=True))
-    args = DraftArgs(source=DRAFT, device="cpu", dtype="float32", batches=[PROMPTS[:3]], ws=ws, seed=0,
+                    temperature=0.8, max_new=N_NEW, accel=daccel)
+    args = DraftArgs(source=DRAFT, device="cpu", dtype="float32", batches=[PROMPTS[:3]], ws=ws, seed=seed,
                      t_start=t0, threads=1, timeout_s=60.0)
     with InlineLink(args, TARGET.config.vocab_size) as link:
-        out = run_ssd(TARGET, link, PROMPTS[:3], Decoding(N_NEW, 0.8, t_start=t0), 2, make_generator(1),
-                      accel=accel).tokens
-    assert [len(t) for t in out] == [N_NEW] * 3
-    assert all(0 <= x < TARGET.config.vocab_size for t in out for x in t)
+        return run_ssd(TARGET, link, PROMPTS[:3], Decoding(N_NEW, 0.8, t_start=t0), 2, make_generator(seed),
+                       accel=accel).tokens
+
+
+def test_ssd_through_the_pool_samples_as_the_plain_path():
+    """T > 0 through the pool (fork, tree sampling, q on the pool's path): the same seeds draw the same
+    tokens as the plain path (the pool only pads rows and slots), and another seed draws other tokens."""
+    pooled = _ssd_sampled(Accel(graphs=True), Accel(graphs=True), seed=1)
+    assert [len(t) for t in pooled] == [N_NEW] * 3
+    assert pooled == _ssd_sampled(None, Accel(graphs=False), seed=1)
+    assert pooled != _ssd_sampled(Accel(graphs=True), Accel(graphs=True), seed=2)
 
 
 def test_cuda_graphs_off_keeps_greedy_output_and_records_meta():
