@@ -6,10 +6,8 @@ Batch size 1, so every batch is one sequence the reference decodes alone; the fa
 fall-back tokens come from the draft side's generator, seeded per batch (sampling.batch_seed "draft").
 """
 
-import functools
-
 import pytest
-import torch
+from exec_helpers import as_fn
 
 from saguaro_exec import RunConfig, run
 from saguaro_exec.io.assets import tiny_pair_paths
@@ -27,18 +25,7 @@ K, N_NEW, SEED = 3, 24, 3
 FAN, FAN_MISS = (2, 2, 1, 1), (1, 1, 1, 1)
 
 
-def _fn(model):
-    """prefix -> next-token logits by a full forward without a cache (memoized: the reference asks often)."""
-
-    @functools.cache
-    def fn(prefix: tuple) -> torch.Tensor:
-        with torch.no_grad():
-            return model(torch.tensor([prefix]))[0, -1].float()
-
-    return lambda prefix: fn(tuple(prefix))
-
-
-T_FN, D_FN = _fn(TARGET), _fn(DRAFT)
+T_FN, D_FN = as_fn(TARGET), as_fn(DRAFT)     # full forwards without a cache, memoized
 
 
 def _engine_rounds(mode: str, **kw) -> list[list[Round]]:
