@@ -57,11 +57,6 @@ class AcceptanceModel:
         return cls({float(temperature): (float(alpha),)}, c_effect or {})
 
     @classmethod
-    def per_position(cls, rates: list[float], temperature: float = 0.0) -> AcceptanceModel:
-        """Measured conditional acceptance per position at one temperature."""
-        return cls({float(temperature): tuple(rates)})
-
-    @classmethod
     def from_histogram(cls, counts: list[int], temperature: float = 0.0) -> AcceptanceModel:
         """From counts of accepted lengths 0..K at a fixed K: rate_i = P(len >= i) / P(len >= i-1)."""
         c = np.asarray(counts, dtype=float)

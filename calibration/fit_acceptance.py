@@ -67,11 +67,6 @@ def speculation_lengths(run: RunRounds, from_backup: bool = False) -> list[int]:
     return out
 
 
-def primary_lengths(run: RunRounds) -> list[int]:
-    """Accepted lengths of sequence-rounds whose speculation came from the primary speculator."""
-    return speculation_lengths(run, False)
-
-
 def _counts(runs: list[RunRounds], from_backup: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Trials and successes per position 1..Kmax (censored at each run's K), plus a length histogram."""
     kmax = max(r.k for r in runs)

@@ -40,11 +40,6 @@ class ModelShape:
         emb = self.vocab * self.hidden
         return self.layers * self.layer_params() + emb * (1 if self.tied_embeddings else 2) + self.hidden
 
-    def streamed_params(self) -> int:
-        """Parameters read from memory by one forward: all layers plus the LM head (the input embedding
-        is a row gather, not a full read)."""
-        return self.layers * self.layer_params() + self.vocab * self.hidden + self.hidden
-
     def kv_heads_per_device(self, tp: int) -> int:
         """KV heads held by one device under tensor parallelism (replicated when kv_heads < tp)."""
         return max(1, math.ceil(self.kv_heads / tp))

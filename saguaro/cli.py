@@ -1,9 +1,9 @@
 """The `saguaro` command line: subcommands discovered from modules in saguaro.commands.
 
 To add a subcommand, write saguaro/commands/<name>.py exposing `add_parser(subparsers) -> ArgumentParser`
-and `main(args) -> int`, and list <name> in COMMANDS (already listed: run, profile, calibrate, autotune,
-report — until their module exists they are placeholders that explain what is missing). Import heavy
-dependencies (torch) inside `main`, not at module level, so every other command stays fast.
+and `main(args) -> int`, and list <name> in COMMANDS. A command whose module cannot be imported (a missing
+optional dependency) becomes a placeholder that says why. Import heavy dependencies (torch) inside `main`,
+not at module level, so every other command stays fast.
 
 Bad input (ConfigError, bad flags) prints one line on stderr naming the field and exits with status 2.
 """
@@ -21,13 +21,6 @@ from calibration.errors import ConfigError
 
 COMMANDS = ["presets", "simulate", "optimize", "run", "profile", "calibrate", "autotune", "report"]
 
-_PLANNED = {"run": "run a configuration on real models (executor)",
-            "profile": "measure latencies and acceptance on this machine",
-            "calibrate": "fit a profile from measurements",
-            "autotune": "profile, fit, optimize, run and compare in one loop",
-            "report": "tables and plots from a run or autotune folder"}
-
-
 class Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line on stderr and exit status 2."""
 
@@ -38,7 +31,7 @@ class Parser(argparse.ArgumentParser):
 
 def _placeholder(name: str, reason: str):
     def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        help_ = f"{_PLANNED.get(name, name)} (not available: {reason})"
+        help_ = f"{name} (not available: {reason})"
         p = subparsers.add_parser(name, help=help_, description=help_)
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         return p
@@ -56,7 +49,7 @@ def _load(name: str):
     try:
         mod = importlib.import_module(modname)
     except ModuleNotFoundError as e:
-        reason = f"{modname} not written yet" if e.name == modname else f"missing dependency {e.name!r}"
+        reason = f"no module {modname}" if e.name == modname else f"missing dependency {e.name!r}"
         return _placeholder(name, reason)
     return mod.add_parser, mod.main
 

@@ -1,17 +1,18 @@
-"""RunConfig: what ``saguaro_exec.run`` executes (SpecConfig + models + prompts + devices), from TOML."""
+"""RunConfig: what ``saguaro_exec.run`` executes (SpecConfig + models + prompts + devices), from TOML, and
+every check of a run's input: its fields here (devices through devices.py, the one device-string rule),
+and the checks that need the loaded models (prompt ids, draft vocabulary, devices present) as functions."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hardware import HARDWARE, get_hardware
-from saguaro_exec.devices import check_target_devices, device_index
+from saguaro_exec.devices import check_device, check_target_devices, device_index, is_cuda
 from saguaro_exec.faults import FALLBACKS, parse_fault
 from saguaro_exec.model.accel import check_accel
 from saguaro_sim.config import SpecConfig
@@ -19,12 +20,6 @@ from saguaro_sim.config import SpecConfig
 DTYPES = ("float32", "bfloat16", "float16")
 SSD_PROTOCOLS = ("auto", "push", "reply")
 PUSH_Q_BYTES = 4 << 20     # auto: push the cache unless its q rows (T > 0) exceed this per round
-_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
-
-
-def _check_device(name: str, value: object) -> None:
-    if not isinstance(value, str) or not _DEVICE.match(value):
-        raise ConfigError(name, f"unknown device {value!r}", "cpu | cuda | cuda:N")
 
 
 def _check_model(name: str, value: object) -> None:
@@ -40,7 +35,7 @@ def _check_model(name: str, value: object) -> None:
                           "an existing directory with config.json + *.safetensors")
 
 
-def _check_prompts(value: object) -> None:
+def check_prompts(value: object) -> None:
     if value is None:
         return
     ok = isinstance(value, list | tuple) and len(value) > 0 and (
@@ -49,6 +44,26 @@ def _check_prompts(value: object) -> None:
     if not ok:
         raise ConfigError("prompts", "expected a non-empty list of non-empty strings or token-id lists",
                           "list[str] | list[list[int]]")
+
+
+def check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
+    """Every encoded prompt: at least one token, ids in the vocabulary, shorter than the target's context."""
+    for i, p in enumerate(ids):
+        if not p:
+            raise ConfigError(f"prompts[{i}]", "encodes to zero tokens", "at least one token")
+        if min(p) < 0 or max(p) >= vocab:
+            bad = next(t for t in p if t < 0 or t >= vocab)
+            raise ConfigError(f"prompts[{i}]", f"token id {bad} is outside the vocabulary", f"ids in [0, {vocab})")
+        if len(p) >= context:
+            raise ConfigError(f"prompts[{i}]", f"{len(p)} tokens, longer than the target's context",
+                              f"fewer than max_position_embeddings = {context} tokens")
+
+
+def check_vocab(target_vocab: int, draft_vocab: int) -> None:
+    """The draft must share the target's vocabulary (tokens are compared id for id)."""
+    if target_vocab != draft_vocab:
+        raise ConfigError("draft", f"vocabulary size {draft_vocab} differs from the target's {target_vocab}",
+                          f"a draft with vocab_size {target_vocab}")
 
 
 @dataclass
@@ -96,7 +111,7 @@ class RunConfig:
             raise ConfigError("spec", f"expected a SpecConfig, got {type(self.spec).__name__}", "SpecConfig")
         _check_model("target", self.target)
         _check_model("draft", self.draft)
-        _check_prompts(self.prompts)
+        check_prompts(self.prompts)
         if self.prompt_file is not None:
             if self.prompts is not None:
                 raise ConfigError("prompt_file", "given together with prompts", "one of prompts | prompt_file")
@@ -106,9 +121,9 @@ class RunConfig:
             if not Path(self.prompt_file).is_file():
                 raise ConfigError("prompt_file", f"{self.prompt_file!r} not found", "an existing text/JSON file")
         check_number("max_new_tokens", self.max_new_tokens, 1, 1_000_000, integer=True)
-        _check_device("device", self.device)
+        check_device("device", self.device)
         if self.draft_device is not None:
-            _check_device("draft_device", self.draft_device)
+            check_device("draft_device", self.draft_device)
         self.target_devices = check_target_devices(self.target_devices, self.device, self.target)
         check_choice("dtype", self.dtype, DTYPES)
         check_accel(self.cuda_graphs, self.attention, [self.device] + [d for d in [self.draft_device] if d],
@@ -136,7 +151,7 @@ class RunConfig:
         """Draft device: as given, else the target's (the GPU after the target's last one when it exists)."""
         if self.draft_device is not None:
             return self.draft_device
-        if self.device.startswith("cuda"):
+        if is_cuda(self.device):
             import torch
 
             idx = max(device_index(d) for d in self.resolved_target_devices)
@@ -172,7 +187,7 @@ class RunConfig:
                 prompts = [line.replace("\\n", "\n") for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as e:
             raise ConfigError("prompt_file", f"{path}: invalid JSON ({e})", "a JSON list of strings") from None
-        _check_prompts(prompts)
+        check_prompts(prompts)
         return prompts
 
     @classmethod

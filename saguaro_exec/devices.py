@@ -1,4 +1,5 @@
-"""Validation of ``RunConfig.target_devices`` (tensor-parallel placement of the target)."""
+"""The one device-string rule (cpu | cuda | cuda:N) and every device check of a run: syntax (RunConfig),
+tensor-parallel placement (``target_devices``) and, at run time, that the devices exist on this machine."""
 
 from __future__ import annotations
 
@@ -16,9 +17,34 @@ def is_device(value: object) -> bool:
     return isinstance(value, str) and bool(_DEVICE.match(value))
 
 
+def is_cuda(device: str) -> bool:
+    """cuda or cuda:N (a device string that passed ``is_device``)."""
+    return device.startswith("cuda")
+
+
 def device_index(device: str) -> int:
     """N of cuda:N (0 for a bare cuda)."""
     return int(device.split(":")[1]) if ":" in device else 0
+
+
+def check_device(name: str, value: object) -> None:
+    """ConfigError(name, ...) unless ``value`` is cpu | cuda | cuda:N."""
+    if not is_device(value):
+        raise ConfigError(name, f"unknown device {value!r}", "cpu | cuda | cuda:N")
+
+
+def check_present(devices: list[str], target_devices: list[str]) -> None:
+    """At run time: CUDA is available for every cuda device, and a split target's GPUs are all visible."""
+    import torch
+
+    for d in devices:
+        if is_cuda(d) and not torch.cuda.is_available():
+            raise ConfigError("device", f"{d!r} requested but CUDA is not available", "cpu")
+    if len(target_devices) > 1 and is_cuda(target_devices[0]):
+        visible = torch.cuda.device_count()
+        if visible <= max(device_index(d) for d in target_devices):
+            raise ConfigError("target_devices", f"{target_devices} needs more GPUs than the {visible} visible",
+                              "cuda:N with N < torch.cuda.device_count()")
 
 
 def _target_config(target: object) -> tuple[object, str]:
@@ -54,7 +80,7 @@ def check_target_devices(value: object, device: str, target: object) -> list[str
         if len(set(idx)) < len(idx):
             raise ConfigError("target_devices", f"{devices} uses a GPU twice (NCCL needs one rank per GPU)",
                               "distinct cuda:N devices")
-        same_first = device.startswith("cuda") and device_index(device) == idx[0]
+        same_first = is_cuda(device) and device_index(device) == idx[0]
     else:
         same_first = device == "cpu"
     if not same_first:

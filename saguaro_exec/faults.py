@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from calibration.errors import ConfigError
 
 FAULT_KINDS = ("died", "timeout", "malformed", "error")
-INJECT_KINDS = ("die", "sleep", "garble", "raise")
 FALLBACKS = ("sd", "ar", "none")
 _SPEC = re.compile(r"^(die|garble|raise|sleep=(\d+(?:\.\d*)?))@(\d+)$")
 

@@ -18,6 +18,26 @@ def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Gener
     return gen
 
 
+_SEED_ROLES = ("target", "draft", "fallback")
+
+
+def batch_seed(seed: int, batch: int, role: str) -> int:
+    """The seed of one of batch ``batch``'s generators, distinct per batch and role: "target" (the
+    verifier's or AR's sampling), "draft" (the draft's: SD here or the SSD draft process) or "fallback"
+    (the in-process draft after a draft fault, a stream apart from the lost process's). Large primes keep
+    the streams of a run's batches apart."""
+    if role not in _SEED_ROLES:
+        raise ValueError(f"role {role!r}: allowed {_SEED_ROLES}")
+    if role == "target":
+        return seed + 104729 * batch
+    return seed + 7919 * (batch + 1) + (role == "fallback")
+
+
+def batch_generator(seed: int, batch: int, role: str, device: str | torch.device = "cpu") -> torch.Generator:
+    """``make_generator(batch_seed(seed, batch, role), device)``."""
+    return make_generator(batch_seed(seed, batch, role), device)
+
+
 def target_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / T) over the last dim; one-hot argmax at T = 0."""
     logits = logits.float()

@@ -20,6 +20,12 @@ from saguaro_exec.model.graphs import MAX_GRAPH_TOKENS, pad_step
 from saguaro_exec.model.transfer import to_device
 
 
+def kv_capacity(prompts: list[list[int]], max_new: int, k: int = 0) -> int:
+    """Cache slots a batch's true sequences can need: the longest prompt, ``max_new`` tokens, and the
+    overshoot of the last round (up to K accepted + bonus past ``max_new``, then K + 1 verified ones)."""
+    return max(len(p) for p in prompts) + max_new + 2 * k + 4
+
+
 class CachedModel:
     """``model`` with a preallocated cache of ``capacity`` slots for ``batch`` sequences."""
 

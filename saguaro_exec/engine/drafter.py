@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from saguaro_exec.engine.cached_model import CachedModel
+from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_host
@@ -25,7 +25,7 @@ class Drafter:
         self.k, self.temperature, self.sampler_c, self.gen = k, temperature, sampler_c, gen
         self.seqs = [list(p) for p in prompts]
         self.done = [False] * len(prompts)
-        self.prefix_capacity = max(len(p) for p in prompts) + max_new + 2 * k + 4
+        self.prefix_capacity = kv_capacity(prompts, max_new, k)
         self.runner = CachedModel(model, len(prompts), self.prefix_capacity + tree_slots, accel)
         self.n_valid = torch.zeros(len(prompts), dtype=torch.long)
         self.vocab = model.config.vocab_size

@@ -1,5 +1,6 @@
-"""In-process backup after an SSD draft fault: finish the batch the verifier holds (and any later batches)
-with SD drafting by the draft model loaded in this process, or with plain AR decoding by the target.
+"""Policy after an SSD draft fault: record it, then finish the batch the verifier holds (and every later
+batch) in this process, with SD drafting by the draft model loaded here ("sd") or with plain AR decoding
+by the target ("ar"). The mechanisms are the engines' own loops (sd.finish_by_sd, ar.ar_rounds).
 
 Both are lossless, so at temperature 0 the output equals the fault-free run's.
 """
@@ -10,47 +11,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-
-from saguaro_exec.engine.drafter import Drafter
-from saguaro_exec.engine.rounds import event, new_round
-from saguaro_exec.engine.sd import sd_rounds
+from saguaro_exec.engine.ar import ar_rounds, run_ar
+from saguaro_exec.engine.rounds import BatchResult
+from saguaro_exec.engine.sd import finish_by_sd, run_sd
+from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault, FaultRecord
-from saguaro_exec.sampling import make_generator, sample, target_probs
-
-
-def continue_sd(ver: Verifier, draft, k: int, fanout: tuple[int, ...], sampler_c: float, max_new: int,
-                gen: torch.Generator, r0: int, now: Callable[[], float]) -> tuple[list[dict], list[dict]]:
-    """Finish every sequence of ``ver`` by SD with ``draft`` (in this process) from round ``r0``;
-    returns (round rows, trace events)."""
-    dr = Drafter(draft, [list(s) for s in ver.state.seqs], k, ver.temperature, sampler_c, gen, max_new)
-    dr.done = list(ver.state.done)
-    dr.prefill()
-    fan = torch.tensor(fanout, dtype=torch.long).expand(len(dr.seqs), -1)
-    return sd_rounds(ver, dr, fan, k, r0, now, fallback="sd")
-
-
-def continue_ar(ver: Verifier, r0: int, now: Callable[[], float]) -> tuple[list[dict], list[dict]]:
-    """Finish every sequence of ``ver`` by target-only decoding from its cache (greedy at T = 0, a sample
-    from the target otherwise); returns (round rows, trace events)."""
-    seqs, rounds, events, r = ver.state.seqs, [], [], r0
-    while not ver.state.all_done():
-        live = [b for b in range(len(seqs)) if not ver.state.done[b]]
-        ctx = [len(seqs[b]) for b in live]
-        t0 = now()
-        logits = ver.runner.tail_logits([s[int(n):] for s, n in zip(seqs, ver.n_valid)], ver.n_valid, 1)[:, 0]
-        nxt = (logits.argmax(-1) if ver.temperature <= 0 else
-               sample(target_probs(logits, ver.temperature), ver.gen)).tolist()
-        for b in live:
-            ver.n_valid[b] = len(seqs[b])
-            ver.state.append(b, [int(nxt[b])], r)
-        t1 = now()
-        rounds.append(new_round(r, t0, t1, live, verify_s=t1 - t0, accepted=[0] * len(live), context=ctx,
-                                fallback="ar"))
-        events.append(event("decode (fallback)", "verifier", t0, t1, round=r))
-        r += 1
-    return rounds, events
+from saguaro_exec.sampling import batch_generator
 
 
 @dataclass
@@ -60,12 +27,10 @@ class Fallback:
 
     how: str
     load_draft: Callable[[], object]
-    k: int
-    fanout: tuple[int, ...]
-    sampler_c: float
+    drafting: Drafting
     max_new: int
     seed: int
-    device: str
+    device: str                     # the in-process draft's device
     t_start: float
     faults: list[FaultRecord] = field(default_factory=list)
     _draft: object = None
@@ -94,7 +59,17 @@ class Fallback:
     def finish(self, ver: Verifier, batch: int, r0: int) -> tuple[list[dict], list[dict]]:
         """Continue ``ver`` to the end with the configured backup."""
         if self.how == "ar":
-            return continue_ar(ver, r0, self.now)
-        gen = make_generator(self.seed + 7919 * (batch + 1) + 1, self.device)
-        return continue_sd(ver, self.draft(), self.k, self.fanout, self.sampler_c, self.max_new, gen, r0,
-                           self.now)
+            return ar_rounds(ver.runner, ver.state, ver.n_valid, ver.temperature, ver.gen, r0, self.now,
+                             fallback="ar")
+        gen = batch_generator(self.seed, batch, "fallback", self.device)
+        return finish_by_sd(ver, self.draft(), self.drafting, self.max_new, gen, r0, self.now)
+
+    def run_batch(self, target, prompts: list[list[int]], batch: int, dec: Decoding, target_device: str,
+                  accel: tuple) -> BatchResult:
+        """A whole batch after the draft process is gone: SD with the in-process draft, or AR
+        (``accel``: the target's and the draft's fast paths)."""
+        gen = batch_generator(self.seed, batch, "target", target_device)
+        if self.how == "ar":
+            return run_ar(target, prompts, dec, gen, accel[0])
+        gens = (gen, batch_generator(self.seed, batch, "fallback", self.device))
+        return run_sd(target, self.draft(), prompts, dec, self.drafting, gens, accel=accel)

@@ -1,14 +1,23 @@
-"""Speculative decoding: the draft (in this process) drafts K tokens one by one, then one verification."""
+"""Speculative decoding: the draft (in this process) drafts K tokens one by one, then one verification.
+
+Why the round loop looks as it does: drafting and verifying alternate on one process, so a round is
+K small draft forwards from the true prefix (``Drafter.jit``) followed by one target forward over the
+row's uncached tokens + the K drafted ones (``Verifier.score``). The target's rule accepts a prefix and
+picks a bonus token; both sides then advance their caches by the accepted tokens. The bonus token's rank
+in the draft's ordering is measured in the same device step, because it is what calibration fits the
+SSD hit curve from (an SD run predicts SSD's cache hits). The loop is shared with the fallback that
+finishes an SSD batch in-process after a draft fault (``finish_by_sd``).
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
 
 from saguaro_exec.engine.drafter import Drafter
 from saguaro_exec.engine.rounds import BatchResult, event, finish_times, new_round
+from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
@@ -44,7 +53,7 @@ def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, no
     draft_track, extra = ("speculator", {}) if fallback is None else ("verifier", {"fallback": fallback})
     draft_name = "draft" if fallback is None else "draft (fallback)"
     while not ver.state.all_done():
-        live = [b for b in range(len(dr.seqs)) if not ver.state.done[b]]
+        live = ver.state.live()
         ctx = [len(ver.state.seqs[b]) for b in live]
         t0 = now()
         tokens, q, d_rows = dr.jit(fan)
@@ -65,20 +74,30 @@ def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, no
     return rounds, events
 
 
-def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], k: int,
-           fanout: tuple[int, ...], sampler_c: float, max_new: int, temperature: float,
-           gens: tuple[torch.Generator, torch.Generator], eos_ids: list[int], t_start: float,
-           n_rank: int = 64, accel: tuple[Accel | None, Accel | None] = (None, None)) -> BatchResult:
-    """SD over a batch; the draft samples from sigma_{F_i,C} (plain softmax when C = 1). ``accel``: the
-    (target, draft) GPU fast paths."""
-    ver = Verifier(target, prompts, k, temperature, gens[0], max_new, eos_ids, accel[0])
-    dr = Drafter(draft, prompts, k, temperature, sampler_c, gens[1], max_new, accel=accel[1])
-    fan = torch.tensor(fanout, dtype=torch.long).expand(len(prompts), -1)
-    now = lambda: time.perf_counter() - t_start  # noqa: E731
-    start_s = now()
+def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], dec: Decoding, drafting: Drafting,
+           gens: tuple[torch.Generator, torch.Generator],
+           accel: tuple[Accel | None, Accel | None] = (None, None), n_rank: int = 64) -> BatchResult:
+    """SD over a batch; ``gens``: the (target, draft) generators, ``accel``: their GPU fast paths."""
+    ver = Verifier(target, prompts, drafting.k, dec.temperature, gens[0], dec.max_new, list(dec.eos_ids), accel[0])
+    dr = Drafter(draft, prompts, drafting.k, dec.temperature, drafting.sampler_c, gens[1], dec.max_new,
+                 accel=accel[1])
+    fan = torch.tensor(drafting.fanout, dtype=torch.long).expand(len(prompts), -1)
+    start_s = dec.now()
     ver.prefill()
     dr.prefill()
-    rounds, events = sd_rounds(ver, dr, fan, k, 0, now, n_rank)
-    end = now()
-    return BatchResult([ver.state.generated(b) for b in range(len(prompts))], rounds, events, start_s,
-                       end - start_s, finish_times(ver.state.finish_round, rounds, start_s))
+    rounds, events = sd_rounds(ver, dr, fan, drafting.k, 0, dec.now, n_rank)
+    end = dec.now()
+    return BatchResult(ver.state.outputs(), rounds, events, start_s, end - start_s,
+                       finish_times(ver.state.finish_round, rounds, start_s))
+
+
+def finish_by_sd(ver: Verifier, draft: Transformer, drafting: Drafting, max_new: int, gen: torch.Generator,
+                 r0: int, now: Callable[[], float]) -> tuple[list[dict], list[dict]]:
+    """Finish every sequence of ``ver`` by SD with ``draft`` (in this process) from round ``r0`` (an SSD
+    batch after a draft fault); returns (round rows, trace events)."""
+    dr = Drafter(draft, [list(s) for s in ver.state.seqs], drafting.k, ver.temperature, drafting.sampler_c, gen,
+                 max_new)
+    dr.done = list(ver.state.done)
+    dr.prefill()
+    fan = torch.tensor(drafting.fanout, dtype=torch.long).expand(len(dr.seqs), -1)
+    return sd_rounds(ver, dr, fan, drafting.k, r0, now, fallback="sd")

@@ -1,13 +1,22 @@
 """SSD verifier loop: wait for the speculation, verify, send the outcome key; the speculator builds its
-cache for the next round meanwhile (in its own process with ``ProcessLink``)."""
+cache for the next round meanwhile (in its own process with ``ProcessLink``).
+
+Why the loop is this thin: in SSD the verifier's only critical path is wait -> verify -> send. While the
+target verifies round r, the speculator guesses the outcome (accepted count, bonus token) and drafts a
+speculation for each guess (its cache); the outcome then either hits the cache (the next speculation is
+ready at once) or misses (a backup speculation: the neural draft from the true prefix, or the n-gram fast
+backup). The link hides which message protocol carries this (reply: the draft answers each outcome;
+push: the cache comes ahead and the verifier looks the outcome up). Round rows and trace events are
+built after the batch from a small log, off the critical path; the reply that follows round r says
+whether r's outcome hit.
+"""
 
 from __future__ import annotations
-
-import time
 
 import torch
 
 from saguaro_exec.engine.rounds import BatchResult, event, finish_times, new_round
+from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.model import Transformer
@@ -54,13 +63,13 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
     return rounds, events
 
 
-def run_ssd(target: Transformer, link, prompts: list[list[int]], k: int, max_new: int, temperature: float,
-            gen: torch.Generator, eos_ids: list[int], t_start: float, on_fault=None, accel=None) -> BatchResult:
+def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, k: int, gen: torch.Generator,
+            on_fault=None, accel=None) -> BatchResult:
     """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
     A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
     finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py)."""
-    ver = Verifier(target, prompts, k, temperature, gen, max_new, eos_ids, accel)
-    now = lambda: time.perf_counter() - t_start  # noqa: E731
+    ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel)
+    now = dec.now
     start_s = now()
     ver.prefill()
     events = [event("prefill", "verifier", start_s, now())]
@@ -75,7 +84,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], k: int, max_new
             if stop:
                 break
             t1 = now()
-            live = [b for b in range(len(prompts)) if not ver.state.done[b]]
+            live = ver.state.live()
             ctx = [len(ver.state.seqs[b]) for b in live]
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             t2 = now()
@@ -93,5 +102,5 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], k: int, max_new
     rounds += fault_rounds[0]
     events += fault_rounds[1]
     end = now()
-    return BatchResult([ver.state.generated(b) for b in range(len(prompts))], rounds, events, start_s,
-                       end - start_s, finish_times(ver.state.finish_round, rounds, start_s))
+    return BatchResult(ver.state.outputs(), rounds, events, start_s, end - start_s,
+                       finish_times(ver.state.finish_round, rounds, start_s))

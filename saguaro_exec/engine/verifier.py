@@ -1,51 +1,15 @@
-"""Target side of SD and SSD: the true sequences, the target's KV cache, and verification."""
+"""Target side of SD and SSD: the true sequences (state.py), the target's KV cache, and verification."""
 
 from __future__ import annotations
 
 import torch
 
-from saguaro_exec.engine.cached_model import CachedModel
+from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
+from saguaro_exec.engine.state import BatchState
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device, to_host
 from saguaro_exec.sampling import target_probs, verify
-
-
-class Sequences:
-    """True token lists of a batch with stop bookkeeping (max new tokens, EOS) shared by all engines."""
-
-    def __init__(self, prompts: list[list[int]], max_new: int, eos_ids: list[int]) -> None:
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("prompts: a prompt encodes to zero tokens; allowed: at least one token")
-        self.seqs = [list(p) for p in prompts]
-        self.prompt_lens = [len(p) for p in prompts]
-        self.max_new, self.eos = max_new, set(eos_ids)
-        self.done = [False] * len(prompts)
-        self.finish_round = [-1] * len(prompts)
-
-    def __len__(self) -> int:
-        return len(self.seqs)
-
-    def append(self, b: int, new: list[int], round_idx: int) -> None:
-        """Add accepted tokens + bonus of row b, cutting at EOS / max_new and marking it done."""
-        if self.done[b]:
-            return
-        for i, t in enumerate(new):
-            if t in self.eos:
-                new = new[: i + 1]
-                self.done[b] = True
-                break
-        self.seqs[b].extend(new)
-        if len(self.generated(b)) >= self.max_new:
-            self.done[b] = True
-        if self.done[b]:
-            self.finish_round[b] = round_idx
-
-    def generated(self, b: int) -> list[int]:
-        return self.seqs[b][self.prompt_lens[b]:][: self.max_new]
-
-    def all_done(self) -> bool:
-        return all(self.done)
 
 
 class Verifier:
@@ -54,9 +18,8 @@ class Verifier:
     def __init__(self, model: Transformer, prompts: list[list[int]], k: int, temperature: float,
                  gen: torch.Generator, max_new: int, eos_ids: list[int], accel: Accel | None = None) -> None:
         self.k, self.temperature, self.gen = k, temperature, gen
-        self.state = Sequences(prompts, max_new, eos_ids)
-        capacity = max(len(p) for p in prompts) + max_new + 2 * k + 4
-        self.runner = CachedModel(model, len(prompts), capacity, accel)
+        self.state = BatchState(prompts, max_new, eos_ids)
+        self.runner = CachedModel(model, len(prompts), kv_capacity(prompts, max_new, k), accel)
         self.n_valid = torch.zeros(len(prompts), dtype=torch.long)
 
     def prefill(self) -> None:
@@ -88,10 +51,9 @@ class Verifier:
 
     def commit(self, toks: list[list[int]], acc: torch.Tensor, bonus: torch.Tensor, round_idx: int) -> None:
         """Append each live row's accepted tokens + bonus (host tensors) to the true sequences."""
-        seqs = self.state.seqs
-        for b in range(len(seqs)):
-            if self.state.done[b]:
+        for b, seq in enumerate(self.state.slots):
+            if seq.done:
                 continue
             a = int(acc[b])
-            self.n_valid[b] = len(seqs[b]) + a
-            self.state.append(b, toks[b][:a] + [int(bonus[b])], round_idx)
+            self.n_valid[b] = len(seq.tokens) + a
+            seq.append(toks[b][:a] + [int(bonus[b])], round_idx)

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from calibration.hardware import get_hardware
 from calibration.shapes import ModelShape
 from calibration.traffic import Traffic, achieved_rates, forward_traffic
+from saguaro_exec.devices import is_cuda
 
 # substrings of torch.cuda.get_device_name -> hardware preset (the presets are the SXM/OAM parts)
 _DEVICE_NAMES = (("h200", "h200"), ("h100", "h100"), ("a100", "a100"), ("b200", "b200"), ("mi300x", "mi300x"))
@@ -31,7 +32,7 @@ def resolve_hardware(given: str | None, device: str) -> str | None:
     """The preset name for ``device``: as given (validated), else detected on CUDA, else None (peak unknown)."""
     if given is not None:
         return get_hardware(given).name
-    if not device.startswith("cuda"):
+    if not is_cuda(device):
         return None
     import torch
 

@@ -19,6 +19,7 @@ import torch.multiprocessing as mp
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.fit import machine_info
 from calibration.measurements import Measurements
+from saguaro_exec.devices import is_cuda
 from saguaro_exec.model import Transformer, causal_mask, contiguous_slots, load_model
 
 WHO = ("target", "draft")
@@ -69,7 +70,7 @@ def _as_model(model_or_path: Transformer | str | os.PathLike, device: str,
 
 
 def _sync(device: str) -> None:
-    if device.startswith("cuda"):
+    if is_cuda(device):
         torch.cuda.synchronize()
 
 

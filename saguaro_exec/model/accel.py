@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from calibration.errors import ConfigError, check_choice
+from saguaro_exec.devices import is_cuda
 
 CUDA_GRAPHS = ("auto", "on", "off")
 ATTENTION = ("auto", "sdpa", "flash")
@@ -64,7 +65,7 @@ def check_accel(cuda_graphs: object, attention: object, devices: list[str], dtyp
     or attention "flash" without a CUDA device, or "flash" with float32 or without the flash_attn package."""
     check_choice("cuda_graphs", cuda_graphs, CUDA_GRAPHS)
     check_choice("attention", attention, ATTENTION)
-    cpu = [d for d in devices if not d.startswith("cuda")]
+    cpu = [d for d in devices if not is_cuda(d)]
     if cuda_graphs == "on" and cpu:
         raise ConfigError("cuda_graphs", f"\"on\" needs CUDA devices, got {cpu[0]!r}",
                           "auto | off (auto = on exactly when the device is CUDA)")
@@ -84,7 +85,7 @@ def check_accel(cuda_graphs: object, attention: object, devices: list[str], dtyp
 def resolve_accel(cuda_graphs: str, attention: str, device: str, dtype: str) -> Accel:
     """The fast path for models on ``device``: graphs when "on", or "auto" on CUDA; flash when asked, or
     "auto" on CUDA with bf16/fp16 and the package importing; SDPA otherwise."""
-    cuda = device.startswith("cuda")
+    cuda = is_cuda(device)
     graphs = cuda_graphs == "on" or (cuda_graphs == "auto" and cuda)
     flash = attention == "flash"
     if attention == "auto" and cuda and dtype in FLASH_DTYPES:

@@ -17,6 +17,7 @@ from saguaro_exec import RunConfig, run
 from saguaro_exec.engine.ar import run_ar
 from saguaro_exec.engine.cached_model import CachedModel
 from saguaro_exec.engine.sd import run_sd
+from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.ssd import run_ssd
 from saguaro_exec.model import allow, causal_mask, prefix_mask
 from saguaro_exec.model.accel import Accel, check_accel, resolve_accel
@@ -126,6 +127,7 @@ def test_engines_through_the_pool_match_plain_greedy():
     """AR, SD and SSD (inline draft) with Accel(graphs=True) for both models, batch 3 (padded to 4) over
     two batches (cache and shapes reused): the target's own greedy tokens."""
     accel, daccel, t0 = Accel(graphs=True), Accel(graphs=True), time.perf_counter()
+    dec = Decoding(N_NEW, 0.0, t_start=t0)
     batches = [PROMPTS[:3], PROMPTS[3:]]
     ar, sd, ssd = [], [], []
     ws = WorkerSpec(k=3, fanout=(2, 1, 1, 1), fanout_miss=(1, 1, 1, 1), sampler_c=1.0, backup="neural",
@@ -135,26 +137,32 @@ def test_engines_through_the_pool_match_plain_greedy():
     with InlineLink(args, TARGET.config.vocab_size) as link:
         for bi, batch in enumerate(batches):
             gen = make_generator(bi)
-            ar += run_ar(TARGET, batch, N_NEW, 0.0, gen, [], t0, accel).tokens
-            sd += run_sd(TARGET, DRAFT, batch, 3, (1, 1, 1, 1), 1.0, N_NEW, 0.0, (gen, make_generator(9)), [], t0,
+            ar += run_ar(TARGET, batch, dec, gen, accel).tokens
+            sd += run_sd(TARGET, DRAFT, batch, dec, Drafting(3, (1, 1, 1, 1)), (gen, make_generator(9)),
                          accel=(accel, daccel)).tokens
-            ssd += run_ssd(TARGET, link, batch, 3, N_NEW, 0.0, gen, [], t0, accel=accel).tokens
+            ssd += run_ssd(TARGET, link, batch, dec, 3, gen, accel=accel).tokens
     assert ar == GREEDY and sd == GREEDY and ssd == GREEDY
     assert accel.captures > 0 and daccel.captures > 0
 
 
-def test_ssd_through_the_pool_samples_at_temperature():
-    """T > 0 through the pool (fork, tree sampling, q on the pool's path): full-length, in-vocabulary output."""
+def _ssd_sampled(accel: Accel | None, daccel: Accel, seed: int) -> list[list[int]]:
     t0 = time.perf_counter()
-    accel = Accel(graphs=True)
     ws = WorkerSpec(k=2, fanout=(2, 2, 1), fanout_miss=(1, 1, 1), sampler_c=0.5, backup="neural",
-                    temperature=0.8, max_new=N_NEW, accel=Accel(graphs=True))
-    args = DraftArgs(source=DRAFT, device="cpu", dtype="float32", batches=[PROMPTS[:3]], ws=ws, seed=0,
+                    temperature=0.8, max_new=N_NEW, accel=daccel)
+    args = DraftArgs(source=DRAFT, device="cpu", dtype="float32", batches=[PROMPTS[:3]], ws=ws, seed=seed,
                      t_start=t0, threads=1, timeout_s=60.0)
     with InlineLink(args, TARGET.config.vocab_size) as link:
-        out = run_ssd(TARGET, link, PROMPTS[:3], 2, N_NEW, 0.8, make_generator(1), [], t0, accel=accel).tokens
-    assert [len(t) for t in out] == [N_NEW] * 3
-    assert all(0 <= x < TARGET.config.vocab_size for t in out for x in t)
+        return run_ssd(TARGET, link, PROMPTS[:3], Decoding(N_NEW, 0.8, t_start=t0), 2, make_generator(seed),
+                       accel=accel).tokens
+
+
+def test_ssd_through_the_pool_samples_as_the_plain_path():
+    """T > 0 through the pool (fork, tree sampling, q on the pool's path): the same seeds draw the same
+    tokens as the plain path (the pool only pads rows and slots), and another seed draws other tokens."""
+    pooled = _ssd_sampled(Accel(graphs=True), Accel(graphs=True), seed=1)
+    assert [len(t) for t in pooled] == [N_NEW] * 3
+    assert pooled == _ssd_sampled(None, Accel(graphs=False), seed=1)
+    assert pooled != _ssd_sampled(Accel(graphs=True), Accel(graphs=True), seed=2)
 
 
 def test_cuda_graphs_off_keeps_greedy_output_and_records_meta():

@@ -1,17 +1,22 @@
-"""Plots: each writes a real PNG plus a JSON of the same numbers; bad input names the field."""
+"""Plots: each writes a real PNG (decoded back at the figure's pixel size, not blank) plus a JSON holding
+exactly the numbers it was given; bad input names the field."""
 
 import json
 
 import pytest
+from matplotlib.image import imread
 
 from calibration import ConfigError
 from saguaro_sim import plots
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+DPI = 110                      # plots._figure's
 
 
-def _check(png, kind):
-    assert png.suffix == ".png" and png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 2000
+def _check(png, kind, inches=(7.0, 4.0)):
+    assert png.suffix == ".png"
+    pixels = imread(png)
+    assert pixels.shape[:2] == (round(inches[1] * DPI), round(inches[0] * DPI))
+    assert pixels[..., :3].std() > 0.05                                     # something was drawn
     data = json.loads(png.with_suffix(".json").read_text())
     assert data["kind"] == kind
     assert not [p for p in png.parent.iterdir() if p.name.startswith(".")]  # no temp files left
@@ -31,7 +36,7 @@ def _events(rounds=10):
 
 def test_timeline(tmp_path):
     png = plots.plot_timeline(_events(), tmp_path / "timeline.png", max_rounds=3)
-    data = _check(png, "timeline")
+    data = _check(png, "timeline", inches=(9.0, 1.2 + 0.6 * 3))
     assert data["tracks"] == ["verifier", "speculator 0", "link"]  # verifier on top, link last
     assert sum(e["track"] == "verifier" for e in data["events"]) == 3
     verify = [e for e in data["events"] if e["track"] == "verifier"]
@@ -40,15 +45,17 @@ def test_timeline(tmp_path):
 
 
 def test_line_plots(tmp_path):
-    d = _check(plots.plot_speedup_vs_k([1, 2, 4, 8], {"SD": [1.5, 1.9, 2.2, 2.0], "SSD": [1.8, 2.4, 2.9, 2.7]},
-                                       tmp_path / "k.png"), "speedup_vs_k")
-    assert d["series"]["SSD"][2] == 2.9 and d["x"] == [1, 2, 4, 8]
-    _check(plots.plot_speedup_vs_batch([1, 2, 4], {"neural": [2.0, 1.6, 1.3], "fast": [1.5, 1.5, 1.4]},
-                                       tmp_path / "b"), "speedup_vs_batch")  # .png is added
-    _check(plots.plot_hit_vs_fanout([1, 2, 4], {"T=0": [0.7, 0.8, 0.9]}, tmp_path / "h.png"), "hit_vs_fanout")
-    d = _check(plots.plot_fanout({"geometric": [8, 6, 4, 3, 3], "uniform": [5, 5, 5, 4, 5]}, tmp_path / "f.png"),
-               "fanout")
-    assert d["schedules"]["geometric"] == [8, 6, 4, 3, 3]
+    k_series = {"SD": [1.5, 1.9, 2.2, 2.0], "SSD": [1.8, 2.4, 2.9, 2.7]}
+    d = _check(plots.plot_speedup_vs_k([1, 2, 4, 8], k_series, tmp_path / "k.png"), "speedup_vs_k")
+    assert d["series"] == k_series and d["x"] == [1, 2, 4, 8]
+    b_series = {"neural": [2.0, 1.6, 1.3], "fast": [1.5, 1.5, 1.4]}
+    d = _check(plots.plot_speedup_vs_batch([1, 2, 4], b_series, tmp_path / "b"), "speedup_vs_batch")  # .png added
+    assert d["series"] == b_series and d["x"] == [1, 2, 4]
+    d = _check(plots.plot_hit_vs_fanout([1, 2, 4], {"T=0": [0.7, 0.8, 0.9]}, tmp_path / "h.png"), "hit_vs_fanout")
+    assert d["series"] == {"T=0": [0.7, 0.8, 0.9]} and d["x"] == [1, 2, 4]
+    schedules = {"geometric": [8, 6, 4, 3, 3], "uniform": [5, 5, 5, 4, 5]}
+    d = _check(plots.plot_fanout(schedules, tmp_path / "f.png"), "fanout")
+    assert d["schedules"] == schedules
 
 
 def test_pareto_frontier(tmp_path):
@@ -56,6 +63,7 @@ def test_pareto_frontier(tmp_path):
     thr = [50.0, 100.0, 200.0, 45.0, 150.0]  # point 3 and 4 are dominated
     d = _check(plots.plot_pareto(lat, thr, tmp_path / "p.png", labels=list("abcde")), "pareto")
     assert sorted(d["frontier"]) == [0, 1, 2]
+    assert d["per_seq_tok_s"] == lat and d["throughput_per_device"] == thr and d["labels"] == list("abcde")
 
 
 def test_bad_input(tmp_path):
