@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from calibration.errors import ConfigError
 
-COMMANDS = ["presets", "simulate", "optimize", "run", "profile", "calibrate", "autotune", "report"]
+COMMANDS = ["presets", "simulate", "optimize", "plan", "run", "profile", "calibrate", "autotune", "report"]
 
 _PLANNED = {"run": "run a configuration on real models (executor)",
             "profile": "measure latencies and acceptance on this machine",
