@@ -8,6 +8,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from saguaro_sim.load.planner import LoadPlan
 from saguaro_sim.plots import save_figure
@@ -31,8 +32,12 @@ def _lines(path: str | os.PathLike, kind: str, plan: LoadPlan, series: dict[str,
     if hline is not None:
         ax.axhline(hline, color="black", lw=0.8, ls="--", label=hline_label)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(plan.qps)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
     if logy:
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("offered load (requests / s)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
