@@ -60,6 +60,18 @@ class ConfigSchedule:
     def to_dict(self) -> list[dict]:
         return [{"from_batch": b, **s.to_dict()} for b, s in self.entries]
 
+    @classmethod
+    def from_dict(cls, entries: list[dict]) -> ConfigSchedule:
+        """The inverse of to_dict (a plan's `schedules[mode]`)."""
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError("schedule", "must be a non-empty list", "[{from_batch, SpecConfig keys...}, ...]")
+        out = []
+        for i, e in enumerate(entries):
+            e = dict(e)
+            b = check_number(f"schedule[{i}].from_batch", e.pop("from_batch", None), 1, 4096, integer=True)
+            out.append((int(b), SpecConfig.from_dict(e, where=f"schedule[{i}].")))
+        return cls(tuple(out))
+
 
 def _candidates(mode: str, batch: int, temperature: float, k_max: int, draft_devices: int) -> list[SpecConfig]:
     if mode == "ar":
