@@ -52,6 +52,7 @@ class Replica:
         self.profile, self.schedule, self.stream, self.max_batch = profile, schedule, stream, max_batch
         rng = np.random.default_rng(seed)
         self.bands = [self._resolve(b, spec, rng) for b, spec in schedule.entries]
+        self._band_of = [schedule.band(max(1, b)) for b in range(max_batch + 1)]   # entry per live batch size
         n = len(stream)
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
@@ -68,6 +69,7 @@ class Replica:
         self.tok = np.zeros((max_batch, 256), dtype=np.int32)   # tokens each slot adds at each round
         self.hit = np.ones((max_batch, 256), dtype=bool)        # whether it hits (free slots: always)
         self.req = np.full(max_batch, -1, dtype=np.int64)       # request in each slot
+        self.live = 0                                           # slots in use
         self.g0 = np.zeros(max_batch, dtype=np.int64)           # round it joined at
         self.last = np.full(max_batch, self.NO_ROUND)           # round it finishes in
         self.ctx_sum = 0.0                                  # total context of the live rows at round g
@@ -79,9 +81,6 @@ class Replica:
     def rounds(self) -> int:
         return self.g
 
-    @property
-    def live(self) -> int:
-        return int((self.req >= 0).sum())
 
     def _resolve(self, from_batch: int, spec: SpecConfig, rng: np.random.Generator) -> Band:
         spec = spec.replace(batch_size=from_batch)
@@ -137,7 +136,7 @@ class Replica:
         env, st = self.env, self.stream
         take = min(len(self.waiting), self.max_batch - live)
         new = np.array([self.waiting.popleft() for _ in range(take)], dtype=np.int64)
-        spec = self.bands[self.schedule.band(live + take)].spec
+        spec = self.bands[self._band_of[live + take]].spec
         t_target, t_draft = prefill_cost(self.profile, spec, take, float(np.mean(st.prompt_tokens[new])))
         start = env.now
         if spec.mode == "ssd":
@@ -153,9 +152,10 @@ class Replica:
         left = st.output_tokens[new] - 1
         self.finish_s[new[left <= 0]] = env.now             # one-token requests end with their prefill
         new, left = new[left > 0], left[left > 0]
-        self._set_band(self.schedule.band(live + len(new)))
+        self._set_band(self._band_of[live + len(new)])
         slots = np.flatnonzero(self.req < 0)[:len(new)]
         self.req[slots], self.g0[slots] = new, self.g
+        self.live += len(new)
         self.ctx_sum += float(np.sum(st.prompt_tokens[new] + 1))
         self._place(slots, np.zeros(len(new), dtype=np.int64), left)
 
@@ -209,9 +209,10 @@ class Replica:
     def _decode_stretch(self, b: int):
         """Decode the rounds up to the next leave (or join); rows that finished leave."""
         env = self.env
-        self._set_band(self.schedule.band(b))
+        self._set_band(self._band_of[b])
         g = self.g
-        rounds = int(self.last.min()) - g + 1
+        first_leave = int(self.last.min())
+        rounds = first_leave - g + 1
         c = g - self.origin
         context = (self.ctx_sum + float(self.tok[:, c:c + rounds // 2].sum())) / b
         cost = self._cost(b, context)
@@ -232,9 +233,10 @@ class Replica:
             self.draft_busy += int(missed[:rounds].sum()) * cost.draft_miss_s
         self.ctx_sum += float(self.tok[:, c:c + rounds].sum())
         self.g = g = g + rounds
-        gone = np.flatnonzero(self.last < g)
-        if len(gone):
+        if first_leave < g:
+            gone = np.flatnonzero(self.last < g)
             reqs = self.req[gone]
             self.finish_s[reqs] = end
             self.ctx_sum -= float(np.sum(self.stream.prompt_tokens[reqs] + self.stream.output_tokens[reqs]))
             self.req[gone], self.last[gone] = -1, self.NO_ROUND
+            self.live -= len(gone)
