@@ -111,9 +111,10 @@ def summary(plan) -> str:
     rows = []
     for r in plan.rows:
         if r["replicas"] is None:
-            rows.append([r["qps"], r["mode"], "-", "-", "-", "-", "-", "-", f"no (> {plan.settings['max_replicas']})"])
+            rows.append([f"{r['qps']:g}", r["mode"], "-", "-", "-", "-", "-", "-",
+                         f"no (> {plan.settings['max_replicas']})"])
             continue
-        rows.append([r["qps"], r["mode"], r["replicas"], r["gpus"], r["tpot_ms"]["p99"], r["ttft_ms"]["p99"],
+        rows.append([f"{r['qps']:g}", r["mode"], r["replicas"], r["gpus"], r["tpot_ms"]["p99"], r["ttft_ms"]["p99"],
                      r["usd_per_million_tokens"], config_text(r["config"]), "yes"])
     head = ["req/s", "mode", "replicas", "GPUs", "p99 TPOT ms", "p99 TTFT ms", "$/M tok", "config", "meets SLO"]
     out = [common.table(rows, head), "", "cheapest per load:"]
