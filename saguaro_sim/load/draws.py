@@ -59,10 +59,10 @@ class RoundDraws:
         primary = chain_sources(src, hp, hb) == 0
         return np.where(primary, kp, kb) + 1, np.where(primary, hp, hb)
 
-    def futures(self, src: np.ndarray, left: np.ndarray, put) -> np.ndarray:
+    def futures(self, src: np.ndarray, left: np.ndarray, put, clip: bool = True) -> np.ndarray:
         """Draw each row's rounds until it has `left` more tokens, starting from speculation source `src`;
         `put(rows, offset, tokens, hits)` receives windows of them (tokens 0 and hits True past a row's
-        end). Returns, per row, how many rounds it needs."""
+        end; the last round cut to reach exactly `left` unless clip=False). Returns the rounds each needs."""
         todo = np.arange(len(src))
         src, left = src.astype(np.int64).copy(), left.astype(np.int64).copy()
         need = np.zeros(len(src), dtype=np.int64)
@@ -74,7 +74,7 @@ class RoundDraws:
             before = cum - tok
             lt = left[todo, None]
             live = before < lt
-            put(todo, offset, np.where(live, np.minimum(tok, lt - before), 0), hit | ~live)
+            put(todo, offset, np.where(live, np.minimum(tok, lt - before) if clip else tok, 0), hit | ~live)
             ends = live.sum(axis=1)
             need[todo] += ends
             more = ends == w
@@ -86,8 +86,8 @@ class RoundDraws:
 
 
 class FuturePool:
-    """Futures drawn ahead, a block of rows at a time, per starting source (cache / backup), each `chunk`
-    tokens long; `take(src, left)` joins fresh ones (the next starting where the last left the chain) and cuts
+    """Futures drawn ahead, a block of rows at a time, per starting source (cache / backup), each at least `chunk`
+    tokens (whole rounds); `take(src, left)` joins fresh ones (the next starting where the last left the chain) and cuts
     the result where it reaches `left` tokens. Exact: rounds are drawn in order and the chain is Markov."""
 
     CELLS = 1 << 20  # table cells per block
@@ -102,12 +102,12 @@ class FuturePool:
     def _refill(self, src: int) -> None:
         n, parts = self.block, []
         self.draws.futures(np.full(n, src, dtype=np.int64), np.full(n, self.chunk, dtype=np.int64),
-                           lambda rows, offset, tok, hit: parts.append((rows, offset, tok, hit)))
+                           lambda rows, offset, tok, hit: parts.append((rows, offset, tok, hit)), clip=False)
         width = max(o + t.shape[1] for _, o, t, _ in parts)
         tok, hit = np.zeros((n, width), dtype=np.int32), np.ones((n, width), dtype=bool)
         for rows, offset, t, h in parts:
             tok[rows, offset:offset + t.shape[1]], hit[rows, offset:offset + h.shape[1]] = t, h
-        ends = (np.cumsum(tok, axis=1) < self.chunk).sum(axis=1) + 1   # rounds each row needs
+        ends = (np.cumsum(tok, axis=1) < self.chunk).sum(axis=1) + 1   # rounds each row has (whole rounds)
         self._rows[src] = (tok, hit, np.cumsum(tok, axis=1), ends)
         self._next[src] = 0
 
