@@ -14,6 +14,7 @@ from saguaro_sim.load.planner import LoadPlan
 from saguaro_sim.plots import save_figure
 
 COLORS = {"ar": "#7f7f7f", "sd": "#1f77b4", "ssd": "#d62728"}
+WIDTHS = {"ar": 5.0, "sd": 2.5, "ssd": 1.5}  # wide to narrow: equal curves stay visible on top of each other
 LABELS = {"ar": "AR (no speculation)", "sd": "SD (draft on the target's GPUs)", "ssd": "SSD (draft on its own GPU)"}
 
 
@@ -28,7 +29,7 @@ def _lines(path: str | os.PathLike, kind: str, plan: LoadPlan, series: dict[str,
             xs, yv = zip(*pts)
             kw = {"where": "post"} if step else {}
             (ax.step if step else ax.plot)(xs, yv, marker="o", color=COLORS.get(mode), label=LABELS.get(mode, mode),
-                                           **kw)
+                                           lw=WIDTHS.get(mode, 1.5), ms=2 * WIDTHS.get(mode, 1.5) + 3, alpha=0.85, **kw)
     if hline is not None:
         ax.axhline(hline, color="black", lw=0.8, ls="--", label=hline_label)
     ax.set_xscale("log", base=2)
