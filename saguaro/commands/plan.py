@@ -156,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
     """Validate, plan, print, write --out."""
     from saguaro_sim.load import plan as plan_loads
 
-    profile = common.load_profile(args.profile)
+    profile = common.profile_from_args(args)
     kw = _inputs(args)
     out = common.StagedDir(args.out)
     progress = sys.stderr.isatty() if args.progress is None else args.progress

@@ -25,14 +25,26 @@ def plan70b():
     return saguaro_sim.plan(PROFILE, [1, 4, 16], SLO(30, 500), num_requests=300, workers=1)
 
 
-def test_ssd_pays_for_its_draft_gpu_only_once_sd_needs_a_second_replica(plan70b):
-    """On the 70B TP4 preset with a 30 ms / 500 ms SLO, one SD replica (4 GPUs) serves 1 and 4 req/s, so SSD's
-    fifth GPU buys nothing there; at 16 req/s one SD replica no longer keeps up but one SSD replica does, so
-    5 GPUs beat 8: the SSD-vs-SD crossover lies between 4 and 16 req/s."""
-    assert [b["mode"] for b in plan70b.best] == ["sd", "sd", "ssd"]
-    assert plan70b.row(16.0, "sd")["replicas"] == 2 and plan70b.row(16.0, "ssd")["replicas"] == 1
-    cross = [c for c in plan70b.crossovers if c["pair"] == "ssd vs sd"]
-    assert cross == [{"pair": "ssd vs sd", "from": "sd", "to": "ssd", "between_qps": [4.0, 16.0]}]
+def test_ssd_overtakes_sd_once_a_tight_tpot_target_limits_sd_batches():
+    """On the 70B TP4 preset, a 13 ms p99 TPOT target is just above SD's unloaded TPOT (about 10 ms): at 1 req/s
+    one SD replica (4 GPUs) meets it and SSD's fifth GPU buys nothing; under more load SD must keep its batches
+    small (more replicas) while SSD's lower per-token latency carries more rows per replica, so SSD needs fewer
+    GPUs: the SSD-vs-SD crossover lies on this grid, from SD to SSD."""
+    p = saguaro_sim.plan(PROFILE, [1, 4, 16], SLO(13, 500), num_requests=300, modes=("sd", "ssd"), max_replicas=64,
+                         workers=1)
+    assert p.best[0]["mode"] == "sd" and p.row(1.0, "sd")["gpus"] < p.row(1.0, "ssd")["gpus"]
+    assert p.row(16.0, "ssd")["gpus"] < p.row(16.0, "sd")["gpus"]
+    cross = [c for c in p.crossovers if c["pair"] == "ssd vs sd"]
+    assert cross and cross[0]["from"] == "sd" and cross[0]["to"] == "ssd"
+    assert p.settings["max_replicas"] == 64
+
+
+def test_with_a_loose_target_sd_is_cheapest_and_beats_ar_on_gpus(plan70b):
+    """With 30 ms / 500 ms, SD's 4 GPUs meet the SLO wherever SSD's 5 do, and SD needs no more GPUs than AR."""
+    for q in plan70b.qps:
+        assert plan70b.row(q, "sd")["gpus"] <= plan70b.row(q, "ar")["gpus"]
+        assert plan70b.row(q, "sd")["gpus"] <= plan70b.row(q, "ssd")["gpus"]
+    assert [b["mode"] for b in plan70b.best] == ["sd"] * len(plan70b.qps)
 
 
 def test_replica_counts_are_the_fewest_that_meet_the_slo(plan70b):
