@@ -1,6 +1,8 @@
-"""Simulator speed: simulated tokens per wall-second for 128 sequences x 512 tokens, batch 1 and 16, SD and SSD.
+"""Simulator speed: simulated tokens per wall-second for 128 sequences x 512 tokens, batch 1 and 16, SD and SSD;
+and the load simulator: 10,000 requests through SSD (Poisson at 8 req/s, near one replica's knee) and AR.
 
-Target on the 2-core dev machine: one simulation of 65,536 tokens in under 1 s. Writes bench/results/sim.json.
+Targets on the 2-core dev machine: one simulation of 65,536 tokens in under 1 s; the 10,000-request SSD stream
+in under 5 s. Writes bench/results/sim.json.
 Run: .venv/bin/python bench/bench_sim.py [--preset NAME] [--repeat N] [--out PATH]
 """
 
@@ -20,6 +22,7 @@ from calibration import load_preset  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from saguaro_sim import SpecConfig, Workload  # noqa: E402
 from saguaro_sim.analytic import predict  # noqa: E402
+from saguaro_sim.load import Lengths, best_schedule, poisson_stream, simulate_load  # noqa: E402
 from saguaro_sim.simulate import simulate  # noqa: E402
 
 CASES = [  # (label, spec)
@@ -31,6 +34,31 @@ CASES = [  # (label, spec)
     ("SSD b=16 k=4 B=20 neural, 2 draft devices", SpecConfig(mode="ssd", k=4, budget=20, batch_size=16,
                                                              draft_devices=2)),
 ]
+
+LOAD_CASES = [  # (label, mode, requests/s): 10,000 requests, lognormal prompts (mean 512) and outputs (mean 256)
+    ("load SSD 10k requests @ 8 req/s", "ssd", 8.0),
+    ("load SSD 10k requests @ 1 req/s", "ssd", 1.0),
+    ("load AR  10k requests @ 8 req/s", "ar", 8.0),
+]
+
+
+def load_rows(profile, repeat: int) -> list[dict]:
+    """Wall time of the load simulator on LOAD_CASES (the schedule is built once, outside the timing)."""
+    rows = []
+    for label, mode, qps in LOAD_CASES:
+        sched = best_schedule(profile, mode, 64, 512, 256)
+        stream = poisson_stream(qps, 10_000, Lengths(512, "lognormal", 0.5), Lengths(256, "lognormal", 0.5), seed=0)
+        walls = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            res = simulate_load(profile, sched, stream, max_batch=64, seed=0)
+            walls.append(time.perf_counter() - t0)
+        rows.append({"case": label, "requests": len(stream), "tokens": res.output_tokens, "rounds": res.rounds,
+                     "wall_s_min": round(min(walls), 4), "wall_s_median": round(statistics.median(walls), 4),
+                     "mean_batch": round(res.mean_batch, 2), "p99_tpot_ms": round(res.tpot_s["p99"] * 1e3, 2)})
+        print(f"{label:<44} {rows[-1]['wall_s_min']:>8.3f}s {rows[-1]['wall_s_median']:>8.3f}s "
+              f"{res.output_tokens / min(walls):>15,.0f} {res.rounds:>7}   mean batch {res.mean_batch:.1f}")
+    return rows
 
 
 def main() -> None:
@@ -62,6 +90,7 @@ def main() -> None:
         print(f"{label:<44} {row['wall_s_min']:>8.3f}s {row['wall_s_median']:>8.3f}s "
               f"{row['sim_tokens_per_wall_s']:>15,} {res.rounds:>7} {row['tokens_per_s_per_seq']:>14.1f} "
               f"{row['predicted_tokens_per_s_per_seq']:>10.1f}")
+    rows += load_rows(profile, args.repeat)
     dump_json(args.out, {"benchmark": "simulate", "preset": args.preset, "workload": workload.__dict__,
                          "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                          "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from calibration.errors import ConfigError
 
-COMMANDS = ["presets", "simulate", "optimize", "run", "profile", "calibrate", "autotune", "report"]
+COMMANDS = ["presets", "simulate", "optimize", "plan", "run", "profile", "calibrate", "autotune", "report"]
 
 class Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line on stderr and exit status 2."""

@@ -1,0 +1,55 @@
+"""The load simulator's view of the time model: what one decode round and one prefill cost at a live batch.
+
+Nothing is re-derived here: a round's phase times come from saguaro_sim.analytic.round_times (the model the
+simpy engines in saguaro_sim/sim/ charge) and an SSD round composes them as analytic.ssd_round_time does
+for the reply protocol, with the verifier's own gap (Profile.verifier_gap_s) as the floor the engine keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calibration.profile import Profile
+from saguaro_sim.analytic import round_times, ssd_round_time
+from saguaro_sim.config import SpecConfig
+
+
+@dataclass(frozen=True)
+class RoundCost:
+    """One decode round at a batch: it lasts max(base_s + miss_s * any_row_missed, floor_s) seconds;
+    target_s / draft_s are the busy seconds of the target's devices (SD's drafting included) and of the SSD
+    draft device (draft_miss_s more when a neural backup runs)."""
+
+    base_s: float
+    miss_s: float
+    floor_s: float
+    target_s: float
+    draft_s: float
+    draft_miss_s: float
+
+
+def round_cost(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool) -> RoundCost:
+    """Cost of one AR step / SD round / SSD round of `batch` rows at mean context `context`."""
+    rt = round_times(profile, spec, batch, context, fast)
+    if spec.mode == "ar":
+        return RoundCost(rt.ar_step, 0.0, 0.0, rt.ar_step, 0.0, 0.0)
+    if spec.mode == "sd":
+        t = spec.k * rt.draft_step + rt.verify   # the draft runs on the target's devices, in turn
+        return RoundCost(t, 0.0, 0.0, t, 0.0, 0.0)
+    hit_s = ssd_round_time(rt, 1.0, 1)   # every row hit: max(message + verify + message, cache build)
+    miss_s = ssd_round_time(rt, 0.0, 1) - hit_s   # some row missed: the backup speculation follows
+    return RoundCost(hit_s, miss_s, rt.verify + profile.verifier_gap_s, rt.verify, rt.build,
+                     0.0 if fast else rt.backup)
+
+
+def prefill_cost(profile: Profile, spec: SpecConfig, rows: int, prompt_tokens: float) -> tuple[float, float]:
+    """(target seconds, draft seconds) to prefill `rows` new requests of `prompt_tokens` each; the draft
+    (SD, SSD) prefills too, and in SSD also drafts the rows' first speculation (K single-token steps)."""
+    prompt = max(1, round(prompt_tokens))
+    target = profile.target(rows, prompt, 0.0)
+    if spec.mode == "ar":
+        return target, 0.0
+    draft = profile.draft(rows, prompt, 0.0)
+    if spec.mode == "ssd":
+        draft += spec.k * profile.draft(rows, 1, float(prompt))
+    return target, draft

@@ -1,0 +1,242 @@
+"""One serving replica under a request stream, as simpy processes: arrivals, the continuous-batching
+scheduler, and (SSD prefill) the target and draft devices working side by side.
+
+Continuous batching: arrived requests wait in FIFO order and join when one of `max_batch` slots is free, at a
+round boundary; joining rows are prefilled first (the decode batch waits: no chunked prefill), which gives
+their first token; a row leaves at the end of the round that completes its output tokens.
+
+Speed: a row's future (tokens and hit of each of its rounds) does not depend on the other rows, so it is
+drawn once when it joins (saguaro_sim/load/draws.py) into a slot x round table. The clock then advances one
+simpy timeout per stretch of rounds with a fixed batch: up to the next leave, or, when a slot is free, the
+first round that ends after the next arrival; a stretch's round times follow from the table's columns.
+When the live batch moves to another entry of the config schedule, the live rows' futures are redrawn under
+the new configuration from their current state (the chain is Markov, so this is exact).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from calibration.profile import Profile
+from saguaro_sim.analytic import accept_pmfs, hit_table, uses_fast_backup
+from saguaro_sim.config import SpecConfig
+from saguaro_sim.load.costs import RoundCost, prefill_cost, round_cost
+from saguaro_sim.load.draws import FuturePool, RoundDraws
+from saguaro_sim.load.schedule import ConfigSchedule
+from saguaro_sim.load.stream import RequestStream
+from saguaro_sim.workload import Workload
+
+CONTEXT_STEP = 32   # round costs are evaluated at the mean context rounded to this many tokens
+
+
+@dataclass
+class Band:
+    """One schedule entry, resolved: its config, backup kind and random draws."""
+
+    spec: SpecConfig
+    fast: bool
+    draws: RoundDraws
+
+
+class Replica:
+    """Serve `stream` on one replica; fills per-request first-token / finish times and device busy time."""
+
+    NO_ROUND = np.iinfo(np.int64).max
+
+    def __init__(self, profile: Profile, schedule: ConfigSchedule, stream: RequestStream, max_batch: int,
+                 seed: int = 0) -> None:
+        self.profile, self.schedule, self.stream, self.max_batch = profile, schedule, stream, max_batch
+        rng = np.random.default_rng(seed)
+        self.bands = [self._resolve(b, spec, rng) for b, spec in schedule.entries]
+        self._band_of = [schedule.band(max(1, b)) for b in range(max_batch + 1)]   # entry per live batch size
+        n = len(stream)
+        self.first_token_s = np.full(n, np.nan)
+        self.finish_s = np.full(n, np.nan)
+        self.batch_time = 0.0       # integral of the live batch size over time
+        self.target_busy = self.draft_busy = 0.0
+        self.prefills = 0
+        self.env = simpy.Environment()
+        self.waiting: deque[int] = deque()
+        self.arrived = 0
+        self._wake: simpy.Event | None = None
+        self.band_index = 0
+        self.g = 0                                          # next global round
+        self.origin = 0                                     # global round of the table's column 0
+        self.tok = np.zeros((max_batch, 256), dtype=np.int32)   # tokens each slot adds at each round
+        self.hit = np.ones((max_batch, 256), dtype=bool)        # whether it hits (free slots: always)
+        self.req = np.full(max_batch, -1, dtype=np.int64)       # request in each slot
+        self.live = 0                                           # slots in use
+        self.g0 = np.zeros(max_batch, dtype=np.int64)           # round it joined at
+        self.last = np.full(max_batch, self.NO_ROUND)           # round it finishes in
+        self.ctx_sum = 0.0                                  # total context of the live rows at round g
+        self._costs: dict = {}
+        chunk = int(np.percentile(stream.output_tokens, 75))
+        self._pools = [FuturePool(band.draws, chunk) for band in self.bands]
+
+    @property
+    def rounds(self) -> int:
+        return self.g
+
+
+    def _resolve(self, from_batch: int, spec: SpecConfig, rng: np.random.Generator) -> Band:
+        spec = spec.replace(batch_size=from_batch)
+        if spec.mode == "ar":
+            return Band(spec, False, RoundDraws(rng, None, None, None))
+        st = self.stream
+        w = Workload(num_sequences=from_batch, output_tokens=max(1, round(float(np.mean(st.output_tokens)))),
+                     prompt_tokens=round(float(np.mean(st.prompt_tokens))))
+        fast = spec.mode == "ssd" and uses_fast_backup(self.profile, spec, w)
+        pmf_p, pmf_b = accept_pmfs(self.profile, spec, fast)
+        table = hit_table(self.profile, spec) if spec.mode == "ssd" else None
+        return Band(spec, fast, RoundDraws(rng, pmf_p, pmf_b, table))
+
+    def run(self) -> float:
+        """Simulate until every request finished; returns the simulated seconds."""
+        self.env.process(self._arrivals())
+        done = self.env.process(self._scheduler())
+        self.env.run(until=done)
+        return self.env.now
+
+    # ---- processes ---------------------------------------------------------------------------------
+    def _arrivals(self):
+        env, times = self.env, self.stream.arrival_s
+        for i in range(len(times)):
+            if times[i] > env.now:
+                yield env.timeout(times[i] - env.now)
+            self.waiting.append(i)
+            self.arrived = i + 1
+            if self._wake is not None:
+                wake, self._wake = self._wake, None
+                wake.succeed()
+
+    def _scheduler(self):
+        env, n = self.env, len(self.stream)
+        while True:
+            live = self.live
+            if self.waiting and live < self.max_batch:
+                yield from self._prefill(live)
+            elif live:
+                yield from self._decode_stretch(live)
+            elif self.arrived < n:
+                self._wake = env.event()
+                yield self._wake
+            else:
+                return
+
+    def _busy(self, seconds: float):
+        yield self.env.timeout(seconds)
+
+    def _prefill(self, live: int):
+        """Admit waiting requests into free slots and prefill them: target and draft devices concurrently in
+        SSD (separate GPUs), one after the other in SD (the draft shares the target's GPUs)."""
+        env, st = self.env, self.stream
+        take = min(len(self.waiting), self.max_batch - live)
+        new = np.array([self.waiting.popleft() for _ in range(take)], dtype=np.int64)
+        spec = self.bands[self._band_of[live + take]].spec
+        t_target, t_draft = prefill_cost(self.profile, spec, take, float(np.mean(st.prompt_tokens[new])))
+        start = env.now
+        if spec.mode == "ssd":
+            yield env.all_of([env.process(self._busy(t_target)), env.process(self._busy(t_draft))])
+            self.draft_busy += t_draft
+        else:
+            yield env.timeout(t_target + t_draft)
+            t_target += t_draft
+        self.target_busy += t_target
+        self.batch_time += live * (env.now - start)
+        self.prefills += 1
+        self.first_token_s[new] = env.now
+        left = st.output_tokens[new] - 1
+        self.finish_s[new[left <= 0]] = env.now             # one-token requests end with their prefill
+        new, left = new[left > 0], left[left > 0]
+        self._set_band(self._band_of[live + len(new)])
+        slots = np.flatnonzero(self.req < 0)[:len(new)]
+        self.req[slots], self.g0[slots] = new, self.g
+        self.live += len(new)
+        self.ctx_sum += float(np.sum(st.prompt_tokens[new] + 1))
+        self._place(slots, np.zeros(len(new), dtype=np.int64), left)
+
+    # ---- the slot x round table -------------------------------------------------------------------
+    def _fit(self, upto: int) -> None:
+        """Make the table reach global round `upto`, dropping the columns of past rounds."""
+        c = self.g - self.origin
+        if c > 0 and c > self.tok.shape[1] // 2:
+            self.tok, self.hit = self.tok[:, c:], self.hit[:, c:]
+            self.origin = self.g
+        width = upto - self.origin
+        if width > self.tok.shape[1]:
+            extra = max(width, 2 * self.tok.shape[1]) - self.tok.shape[1]
+            self.tok = np.concatenate([self.tok, np.zeros((self.max_batch, extra), dtype=np.int32)], axis=1)
+            self.hit = np.concatenate([self.hit, np.ones((self.max_batch, extra), dtype=bool)], axis=1)
+
+    def _place(self, slots: np.ndarray, src: np.ndarray, left: np.ndarray) -> None:
+        """Give rows their futures from round g on, under the current configuration (from its pools)."""
+        pool = self._pools[self.band_index]
+        g = self.g
+        for slot, s0, n_left in zip(slots.tolist(), src.tolist(), left.tolist()):
+            tok, hit = pool.take(s0, n_left)
+            n = len(tok)
+            self._fit(g + n)
+            c = g - self.origin
+            self.tok[slot, c:c + n], self.hit[slot, c:c + n] = tok, hit
+            self.last[slot] = g + n - 1
+
+    def _set_band(self, index: int) -> None:
+        """Switch configuration; the live rows' remaining futures are redrawn under the new one."""
+        if index == self.band_index:
+            return
+        self.band_index = index
+        slots = np.flatnonzero(self.req >= 0)
+        if not len(slots):
+            return
+        c = self.g - self.origin
+        left = self.tok[slots, c:].sum(axis=1)
+        src = np.where(self.g0[slots] < self.g, ~self.hit[slots, c - 1] if c > 0 else False, False).astype(np.int64)
+        self.tok[slots, c:], self.hit[slots, c:] = 0, True
+        self._place(slots, src, left)
+
+    def _cost(self, batch: int, context: float) -> RoundCost:
+        key = (self.band_index, batch, round(context / CONTEXT_STEP))
+        got = self._costs.get(key)
+        if got is None:
+            band = self.bands[self.band_index]
+            got = self._costs[key] = round_cost(self.profile, band.spec, batch, key[2] * CONTEXT_STEP, band.fast)
+        return got
+
+    def _decode_stretch(self, b: int):
+        """Decode the rounds up to the next leave (or join); rows that finished leave."""
+        env = self.env
+        self._set_band(self._band_of[b])
+        g = self.g
+        first_leave = int(self.last.min())
+        rounds = first_leave - g + 1
+        c = g - self.origin
+        context = (self.ctx_sum + float(self.tok[:, c:c + rounds // 2].sum())) / b
+        cost = self._cost(b, context)
+        if cost.miss_s or cost.floor_s:
+            missed = ~self.hit[:, c:c + rounds].all(axis=0)
+            times = np.maximum(cost.base_s + cost.miss_s * missed, cost.floor_s)
+        else:
+            missed, times = None, np.full(rounds, cost.base_s)
+        clock = env.now + np.cumsum(times)
+        if b < self.max_batch and self.arrived < len(self.stream):
+            rounds = min(rounds, int(np.searchsorted(clock, self.stream.arrival_s[self.arrived])) + 1)
+        start, end = env.now, float(clock[rounds - 1])
+        yield env.timeout(max(0.0, end - start))
+        self.batch_time += b * (end - start)
+        self.target_busy += rounds * cost.target_s
+        self.draft_busy += rounds * cost.draft_s
+        if missed is not None and cost.draft_miss_s:
+            self.draft_busy += int(missed[:rounds].sum()) * cost.draft_miss_s
+        self.ctx_sum += float(self.tok[:, c:c + rounds].sum())
+        self.g = g = g + rounds
+        if first_leave < g:
+            gone = np.flatnonzero(self.last < g)
+            reqs = self.req[gone]
+            self.finish_s[reqs] = end
+            self.ctx_sum -= float(np.sum(self.stream.prompt_tokens[reqs] + self.stream.output_tokens[reqs]))
+            self.req[gone], self.last[gone] = -1, self.NO_ROUND
+            self.live -= len(gone)
