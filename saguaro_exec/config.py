@@ -19,7 +19,6 @@ from saguaro_sim.config import SpecConfig
 
 DTYPES = ("float32", "bfloat16", "float16")
 SSD_PROTOCOLS = ("auto", "push", "reply")
-PUSH_Q_BYTES = 4 << 20     # auto: push the cache unless its q rows (T > 0) exceed this per round
 
 
 def _check_model(name: str, value: object) -> None:

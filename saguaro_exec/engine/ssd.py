@@ -20,7 +20,7 @@ from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.model import Transformer
-from saguaro_exec.speculator.worker import Reply
+from saguaro_exec.speculator.protocol import Reply
 
 DRAFT_PHASES = ("glue", "fork", "tree")
 

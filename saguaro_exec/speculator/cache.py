@@ -1,9 +1,16 @@
 """SSD's speculation cache: forking the candidate outcomes (k, t) and drafting all branches as a tree.
 
-Tree layout per sequence (L = true prefix length, K lookahead, N branches): slots [0, L+K) hold the
-prefix and the sent speculation s_1..s_K (written by the glue forward); tree step i writes branch j
-at slot L + K + i*N + j. Branch (k, t) sees slots [0, L+k) and its own earlier tree slots; its
-logical positions continue from L + k, so RoPE sees the sequence it would really be.
+A branch (k, t) is one outcome the verifier may report: "the first k sent tokens accepted, then bonus
+token t". ``fork`` picks the branches (the draft's top tokens at each position k, minus the token sent
+there, as many as the fan-out allows); ``build_tree`` drafts K tokens for every branch at once.
+
+Tree layout in the draft's KV cache, per sequence (L = true prefix length, K lookahead, N branches):
+slots [0, L+K) hold the prefix and the sent speculation s_1..s_K (written by the glue forward); tree
+step i writes branch j at slot L + K + i*N + j. Branch (k, t) sees slots [0, L+k) (the prefix and the
+k accepted tokens) and its own earlier tree slots, nothing of other branches; its logical positions
+continue from L + k, so RoPE sees the sequence it would really be. The tree slots are scratch: after
+the outcome only the accepted sent tokens' K/V stay valid (``Drafter.advance``), and the next glue
+forward writes from there on.
 """
 
 from __future__ import annotations
@@ -36,60 +43,12 @@ class SpecCache:
     fork: Fork
     tokens: torch.Tensor            # [B, N, K]
     q: torch.Tensor | None          # [B, N, K, V] at temperature > 0
-    index: list | None = None       # per row {(k, t): branch}, {(k, t): rank}, token lists (``prepare``)
 
     def host(self) -> SpecCache:
         """The fork and the drafted tokens on the host, in one transfer (q stays where it is)."""
         f = self.fork
         bk, bt, ok, top, rank, toks = to_host(f.branch_k, f.branch_t, f.valid, f.top, f.rank, self.tokens)
-        return SpecCache(Fork(bk, bt, ok, top, rank), toks, self.q, self.index)
-
-    def prepare(self, n_rank: int) -> None:
-        """Build per-row dictionaries so that ``lookup`` is a few dict reads (for small batches; run
-        while the verifier verifies, off the reply's critical path)."""
-        f = self.fork
-        bk, bt, ok = f.branch_k.tolist(), f.branch_t.tolist(), f.valid.tolist()
-        branch = [{(k, t): j for j, (k, t, v) in enumerate(zip(bk[b], bt[b], ok[b])) if v} for b in range(len(bk))]
-        self.index = [branch, f.top.tolist(), f.rank.tolist(), self.tokens.tolist(), n_rank]
-
-    def lookup(self, acc: torch.Tensor, bonus: torch.Tensor, n_rank: int):
-        """(hit [B], bonus rank [B] (-1 beyond top-n_rank), tokens [B, K], q [B, K, V] | None)."""
-        if self.index is not None:
-            return self._lookup_prepared(acc, bonus)
-        f = self.fork
-        rows = torch.arange(acc.shape[0])
-        top_k, rank_k = f.top[rows, acc], f.rank[rows, acc]                 # [B, R]
-        eq = (top_k == bonus.view(-1, 1)) & (rank_k >= 0)
-        rank = torch.where(eq.any(-1), (rank_k * eq).sum(-1), torch.full_like(acc, -1))
-        rank = torch.where(rank < n_rank, rank, torch.full_like(rank, -1))
-        match = (f.branch_k == acc.view(-1, 1)) & (f.branch_t == bonus.view(-1, 1)) & f.valid
-        hit = match.any(-1)
-        j = match.long().argmax(-1)
-        q = None if self.q is None else self.q[to_device(rows, self.q.device), to_device(j, self.q.device)]
-        return hit, rank, self.tokens[rows, j], q
-
-
-    def _lookup_prepared(self, acc: torch.Tensor, bonus: torch.Tensor):
-        branch, top, ranks, toks, n_rank = self.index
-        keys = list(zip(acc.tolist(), bonus.tolist()))
-        js = [branch[b].get(key, -1) for b, key in enumerate(keys)]
-        hit = torch.tensor([j >= 0 for j in js], dtype=torch.bool)
-        rank = torch.tensor([_rank_of(top[b][k], ranks[b][k], t, n_rank) for b, (k, t) in enumerate(keys)],
-                            dtype=torch.long)
-        j = torch.tensor([max(x, 0) for x in js], dtype=torch.long)
-        tokens = torch.tensor([toks[b][i] for b, i in enumerate(j.tolist())], dtype=torch.long)
-        q = None if self.q is None else self.q[torch.arange(len(js), device=self.q.device),
-                                                to_device(j, self.q.device)]
-        return hit, rank, tokens.view(len(js), -1), q
-
-
-def _rank_of(top: list[int], rank: list[int], token: int, n_rank: int) -> int:
-    """Rank of ``token`` in one position's ranked list (-1: excluded, absent or beyond n_rank)."""
-    try:
-        r = rank[top.index(token)]
-    except ValueError:
-        return -1
-    return r if 0 <= r < n_rank else -1
+        return SpecCache(Fork(bk, bt, ok, top, rank), toks, self.q)
 
 
 def fork(d_logits: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n_rank: int) -> Fork:
@@ -119,11 +78,6 @@ def fork_width(fan: torch.Tensor, width: int) -> int:
     cap = torch.full_like(fan, width - 1)
     cap[:, -1] = width
     return max(1, int(torch.minimum(fan, cap).sum(-1).max()))
-
-
-def max_branches(fanout: tuple[int, ...], fanout_miss: tuple[int, ...]) -> int:
-    """Most branches a speculation cache holds per sequence: the larger schedule's total (at least 1)."""
-    return max(sum(fanout), sum(fanout_miss), 1)
 
 
 def tree_slots(k: int, branches: int) -> int:

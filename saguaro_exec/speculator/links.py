@@ -3,109 +3,75 @@ debugging, the same worker called inline in this process (``InlineLink``, no ove
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from datetime import timedelta
 
 import torch
-import torch.distributed as dist
 
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.sampling import make_generator
-from saguaro_exec.speculator.process import (
+from saguaro_exec.spawn import ChildFailed, SupervisedContext, Supervisor
+from saguaro_exec.speculator.process import DraftArgs, load_source
+from saguaro_exec.speculator.protocol import (
     TAG,
     TAG_CACHE,
     TAG_CACHE_Q,
     TAG_Q,
-    DraftArgs,
-    cache_dims,
+    CacheLayout,
+    Reply,
     connect,
-    load_source,
-)
-from saguaro_exec.speculator.protocol import (
-    cache_shape,
-    lookup_rows,
     outcome_tensor,
     reply_width,
     unpack_reply,
 )
 from saguaro_exec.speculator.validate import check_cache, check_reply_head, check_reply_q
-from saguaro_exec.speculator.worker import DraftWorker, Reply
+from saguaro_exec.speculator.worker import DraftWorker
 
 
 class DraftProcessError(RunError):
     """The draft process failed; the message carries its traceback."""
 
 
-def _nonempty(path: str) -> bool:
-    try:
-        return os.path.getsize(path) > 0
-    except OSError:
-        return False
-
-
-class ProcessLink:
-    """Spawns the draft process, joins it in a two-rank gloo group on a free port, always cleans up.
-    With ``reply_timeout_s``, a reply that does not arrive in time, a dead draft or a malformed reply
-    raises ``DraftFault`` (the caller falls back); otherwise failures raise ``DraftProcessError``."""
+class ProcessLink(SupervisedContext):
+    """Spawns the draft process (``spawn.Supervisor``), joins it in a two-rank gloo group on a free port,
+    always cleans up. With ``reply_timeout_s``, a draft that dies, raises, stays stopped for that long
+    or does not start in time, a reply that does not arrive in time or a malformed reply raises
+    ``DraftFault`` (the caller falls back; a start-up fault is raised by the first ``start``); otherwise
+    failures raise ``DraftProcessError``. Bad input the draft finds at start-up (its checkpoint) raises
+    the same ``ConfigError`` the verifier's own load would."""
 
     def __init__(self, args: DraftArgs, vocab: int, reply_timeout_s: float | None = None) -> None:
         self.args, self.vocab, self.reply_timeout_s = args, vocab, reply_timeout_s
         self._deadline: float | None = None
-        self.proc: subprocess.Popen | None = None
+        self._sup: Supervisor | None = None
+        self._startup_fault: DraftFault | None = None
         self.pg = None
-        self._batch = 0
         self._sending = None
 
-    def __enter__(self) -> ProcessLink:
-        try:
-            self._open()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, exc_type, *exc) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()                # an error or an interrupt: no grace period for the draft
+    def _start_failed(self, e: ChildFailed) -> None:
+        """Bad input -> its ConfigError; else a DraftFault for the first ``start`` (fault mode) or an error."""
+        if e.config_error is not None:
+            raise e.config_error from None
+        if self.reply_timeout_s is None:
+            raise DraftProcessError(f"draft process failed at start-up ({e.how}).\n{e.traceback}".rstrip()) from None
+        kind = "timeout" if e.rank is None or e.stalled_s is not None else "error" if e.traceback else "died"
+        self._startup_fault = DraftFault(kind, f"at start-up: {e.how}. {e.traceback}".strip(),
+                                         time.monotonic() - self._t_open)
 
     @property
     def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
+        return self._sup.procs[0].pid if self._sup is not None and self._sup.procs else None
 
     def _open(self) -> None:
-        timeout = timedelta(seconds=self.args.timeout_s)
-        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timeout, wait_for_workers=False)
-        self._tmp = tempfile.mkdtemp(prefix="saguaro-draft-")
-        args_file, self._err_file = os.path.join(self._tmp, "args.pt"), os.path.join(self._tmp, "error.txt")
-        torch.save(self.args, args_file)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "saguaro_exec.speculator.entry", str(os.getpid()),
-                                      str(store.port),
-                                      args_file, self._err_file], env=env, start_new_session=True)
-        self._store = store
-        deadline = time.monotonic() + self.args.timeout_s
-        while not store.check(["draft_up"]):
-            if self.proc.poll() is not None:
-                raise self._failure(RuntimeError(f"exit code {self.proc.returncode} before connecting"))
-            if time.monotonic() > deadline:
-                raise DraftProcessError(f"draft process did not connect within {self.args.timeout_s} s")
-            time.sleep(0.02)
-        self.pg = connect(store.port, 0, self.args.timeout_s, store=store)
-        self._recv(torch.zeros(1))                                       # draft model loaded
-
-    def _recv(self, t: torch.Tensor) -> torch.Tensor:
-        try:
-            self._wait(self.pg.recv([t], 1, TAG))
-        except RuntimeError as e:
-            raise self._failure(e) from None
-        return t
+        a = self.args
+        self._t_open = time.monotonic()
+        stall = a.timeout_s if self.reply_timeout_s is None else self.reply_timeout_s
+        self._sup = Supervisor("draft process", "saguaro-draft-", "saguaro_exec.speculator.process:serve", 2,
+                               a.timeout_s, stall)
+        store = self._sup.spawn(lambda path: torch.save(a, path))
+        self._sup.wait_for("up", "connect")
+        self.pg = connect(store.port, 0, a.timeout_s, store=store)
+        self._sup.wait_for("ready", "load the draft model")
 
     def _wait(self, work) -> None:
         """Wait for a send/recv, up to the current reply deadline when one is set."""
@@ -117,41 +83,27 @@ class ProcessLink:
     def _failure(self, e: BaseException) -> DraftProcessError | DraftFault:
         if self._deadline is not None:
             return self._fault(e)
-        tb = ""
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            if os.path.exists(self._err_file):
-                with open(self._err_file) as f:
-                    tb = f.read()
+        failed = self._sup.failure(wait_s=5.0)
+        tb = "" if failed is None else failed.traceback
         return DraftProcessError(f"draft process failed ({e}).\n{tb}".rstrip())
 
     def _fault(self, e: BaseException) -> DraftFault:
         """Classify a failed wait for a reply: the draft died (with its traceback if it raised), timed out,
         or the link broke."""
         waited = time.monotonic() - self._wait_start
-        p = self.proc
-        if p is not None and "Timed out" not in str(e):   # a closed connection: is the process going away?
-            end = time.monotonic() + 3.0
-            while p.poll() is None and time.monotonic() < end and not _nonempty(self._err_file):
-                time.sleep(0.01)
-        if p is not None and (p.poll() is not None or _nonempty(self._err_file)):
-            tb = ""
-            if _nonempty(self._err_file):
-                time.sleep(0.05)                        # the traceback is written in one go, then exit
-                with open(self._err_file) as f:
-                    tb = f.read().strip()
-            code = p.poll()
-            how = "raised" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            return DraftFault("error" if tb else "died", f"{how}. {tb}".strip(), waited)
-        if "Timed out" in str(e):
+        timed_out = "Timed out" in str(e)
+        failed = self._sup.failure(wait_s=0.0 if timed_out else 3.0)   # a closed connection: going away?
+        if failed is not None:
+            kind = "timeout" if failed.stalled_s is not None else "error" if failed.traceback else "died"
+            return DraftFault(kind, f"{failed.how}. {failed.traceback}".strip(), waited)
+        if timed_out:
             return DraftFault("timeout", f"no reply within {self.reply_timeout_s} s", waited)
         return DraftFault("error", f"link failed ({e})", waited)
 
     def start(self, bsz: int) -> Reply:
         """First speculation of the next batch."""
+        if self._startup_fault is not None:
+            raise self._startup_fault
         self._bsz = bsz
         self._live = [True] * bsz
         self._arm()
@@ -219,29 +171,17 @@ class ProcessLink:
 
     def close(self) -> None:
         """Wait for the draft process (it exits after the last batch); terminate, then kill, if it does not."""
-        p = self.proc
-        if p is not None and p.poll() is None:
-            for stop in (lambda: None, p.terminate, p.kill):
-                stop()
-                try:
-                    p.wait(timeout=3)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        self.pg = None
-        self._sending = None
-        self._store = None
-        if getattr(self, "_tmp", None):
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
-
+        self._release(lambda sup: sup.close())
 
     def abort(self) -> None:
         """After a fault: kill the draft process at once (no grace period), then clean up."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.close()
+        self._release(lambda sup: sup.abort())
+
+    def _release(self, how) -> None:
+        self.pg = None
+        self._sending = None
+        if self._sup is not None:
+            how(self._sup)
 
 
 class PushLink(ProcessLink):
@@ -250,20 +190,19 @@ class PushLink(ProcessLink):
     waiting for the draft only for rows that missed (their backup speculation)."""
 
     def start(self, bsz: int) -> Reply:
-        self._dims = cache_dims(self.args.ws, self.vocab)           # (n_max, r_max) of every cache message
+        self._layout = CacheLayout.of(self.args.ws, self.vocab)      # every cache message of the run
         reply = super().start(bsz)
         self._post_cache()
         return reply
 
     def _post_cache(self) -> None:
-        ws = self.args.ws
-        n_max, r_max = self._dims
-        self._cache = torch.empty(cache_shape(self._bsz, ws.k, n_max, r_max), dtype=torch.long)
+        ws, layout = self.args.ws, self._layout
+        self._cache = torch.empty(layout.shape(self._bsz), dtype=torch.long)
         self._cache_q = None
         try:
             self._cache_work = self.pg.recv([self._cache], 1, TAG_CACHE)
             if ws.temperature > 0:
-                self._cache_q = torch.empty(self._bsz, n_max, ws.k, self.vocab, dtype=torch.float32)
+                self._cache_q = torch.empty(self._bsz, layout.n_max, ws.k, self.vocab, dtype=torch.float32)
                 self._cache_q_work = self.pg.recv([self._cache_q], 1, TAG_CACHE_Q)
         except RuntimeError as e:
             raise self._failure(e) from None
@@ -281,17 +220,16 @@ class PushLink(ProcessLink):
 
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
-        ws = self.args.ws
-        n_max, r_max = self._dims
+        layout = self._layout
         self._arm()
         self._wait_posted(self._cache_work)
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
         rows = self._cache.tolist()
         if self.reply_timeout_s is not None:
-            check_cache(rows, ws.k, self.vocab, n_max, self._live)
-        hits, ranks, toks, js, times = lookup_rows(rows, ws.k, n_max, r_max, self._acc.tolist(),
-                                                   self._bonus.tolist(), ws.n_rank)
+            check_cache(rows, layout, self.vocab, self._live)
+        hits, ranks, toks, js = layout.lookup(rows, self._acc.tolist(), self._bonus.tolist(), self.args.ws.n_rank)
+        times = layout.times(rows[-1])
         miss = [not h and not d for h, d in zip(hits, self._done)]
         self._live = [not d for d in self._done]
         hit, rank = torch.tensor(hits), torch.tensor(ranks)

@@ -1,30 +1,31 @@
 """The SSD draft process: loads the draft model and serves every batch of a run over point-to-point.
 
-Started by ``link.ProcessLink`` through ``draft_entry`` (a fresh interpreter: no re-import of the
-caller's main module), which makes it die with its parent. Any exception's traceback goes to
-ERR_FILE before it exits non-zero.
+Started by ``links.ProcessLink`` through ``spawn.Supervisor`` (``serve`` is its target): a fresh
+interpreter that dies with its parent; an exception's traceback reaches the verifier through the
+error file ``spawn.child_main`` writes.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import traceback
 from dataclasses import dataclass
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from saguaro_exec.faults import apply_fault, parse_fault
 from saguaro_exec.sampling import make_generator
-from saguaro_exec.speculator.cache import max_branches
-from saguaro_exec.speculator.protocol import cache_q, cache_tensor, reply_tensor, unpack_outcome
+from saguaro_exec.spawn import ARGS, join, report
+from saguaro_exec.speculator.protocol import (
+    TAG,
+    TAG_CACHE,
+    TAG_CACHE_Q,
+    TAG_Q,
+    connect,
+    reply_tensor,
+    unpack_outcome,
+)
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
-
-TAG = 0
-TAG_Q = 1          # q rows at temperature > 0: their own tag, so both receives can be posted early
-TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
 
 
 @dataclass
@@ -54,70 +55,63 @@ def load_source(source: object, device: str, dtype: str):
     return source.to(device=device, dtype=dt).eval()
 
 
-def connect(port: int, rank: int, timeout_s: float, store: dist.Store | None = None) -> dist.ProcessGroup:
-    """A two-rank gloo group over a TCP store on 127.0.0.1:port (rank 0 hosts the store)."""
-    timeout = timedelta(seconds=timeout_s)
-    if store is None:
-        store = dist.TCPStore("127.0.0.1", port, 2, False, timeout=timeout)
-        store.set("draft_up", "1")               # lets the parent stop watching for a failed start
-    return dist.ProcessGroupGloo(store, rank, 2, timeout)
+def serve(rank: int, port: int, workdir: str) -> None:
+    """The draft process's body (``spawn`` target): read the args its parent wrote, then ``draft_main``."""
+    args = torch.load(os.path.join(workdir, ARGS), weights_only=False)   # written by our own parent just now
+    draft_main(args, rank, port)
 
 
-def draft_main(args: DraftArgs, port: int, err_file: str) -> None:
-    """Process body: connect, load, then per batch: start, and (build, answer) per round."""
-    try:
-        torch.set_num_threads(max(1, args.threads))
-        pg = connect(port, 1, args.timeout_s)
-        model = load_source(args.source, args.device, args.dtype)
-        pg.send([torch.ones(1)], 0, TAG).wait()                      # ready
-        fault, n_sent, vocab = parse_fault(args.fault), 0, model.config.vocab_size
-        for bi, prompts in enumerate(args.batches):
-            gen = make_generator(args.seed + 7919 * (bi + 1), args.device)
-            worker = DraftWorker(model, prompts, args.ws, gen, args.t_start)
-            pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
-            n_sent += 1
-            outcome = torch.zeros(len(prompts), 4, dtype=torch.long)
-            if args.protocol == "push":
-                n_sent = _serve_push(pg, worker, args, fault, n_sent, vocab, pending, outcome)
-                continue
-            while True:
-                worker.build()                       # overlaps the verifier's verification
-                for work, _ in pending:              # gloo completes a send only once the peer
-                    work.wait()                      # progresses, so never block on it before building
-                pg.recv([outcome], 0, TAG).wait()    # (posting this before the build delays the reply's
-                                                     # delivery until the build ends: measured)
-                acc, bonus, done, stop = unpack_outcome(outcome)
-                pending = _send(pg, apply_fault(fault, n_sent, worker.answer(acc, bonus, done), vocab))
-                n_sent += 1
-                if stop:
-                    for work, _ in pending:
-                        work.wait()
-                    break
-    except BaseException:
-        with open(err_file, "w") as f:
-            f.write(traceback.format_exc())
-        sys.exit(1)
+def draft_main(args: DraftArgs, rank: int, port: int) -> None:
+    """Connect (store key ``up``), load the model (``ready``), then per batch: start, and (build, answer)
+    per round."""
+    torch.set_num_threads(max(1, args.threads))
+    store = join(port, 2, rank, args.timeout_s)
+    pg = connect(port, rank, args.timeout_s, store=store)
+    model = load_source(args.source, args.device, args.dtype)
+    report(store, "ready", rank)
+    fault, n_sent, vocab = parse_fault(args.fault), 0, model.config.vocab_size
+    serve_batch = _serve_push if args.protocol == "push" else _serve_reply
+    for bi, prompts in enumerate(args.batches):
+        gen = make_generator(args.seed + 7919 * (bi + 1), args.device)
+        worker = DraftWorker(model, prompts, args.ws, gen, args.t_start)
+        pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
+        outcome = torch.zeros(len(prompts), 4, dtype=torch.long)
+        n_sent = serve_batch(pg, worker, fault, n_sent + 1, vocab, pending, outcome)
 
 
-def cache_dims(ws: WorkerSpec, vocab: int) -> tuple[int, int]:
-    """(n_max, r_max): most branches and widest ranked list a cache message can carry."""
-    n_max = max_branches(ws.fanout, ws.fanout_miss)
-    return n_max, min(vocab, max(ws.n_rank, max(ws.fanout), max(ws.fanout_miss)) + 1)
+def _serve_reply(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, vocab: int, pending: list,
+                 outcome: torch.Tensor) -> int:
+    """One batch of the reply protocol: per round build, read the outcome, answer it."""
+    while True:
+        worker.build()                       # overlaps the verifier's verification
+        for work, _ in pending:              # gloo completes a send only once the peer
+            work.wait()                      # progresses, so never block on it before building
+        pg.recv([outcome], 0, TAG).wait()    # (posting this before the build delays the reply's
+                                             # delivery until the build ends: measured)
+        acc, bonus, done, stop = unpack_outcome(outcome)
+        pending = _send(pg, apply_fault(fault, n_sent, worker.answer(acc, bonus, done), vocab))
+        n_sent += 1
+        if stop:
+            for work, _ in pending:
+                work.wait()
+            return n_sent
 
 
-def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, args: DraftArgs, fault, n_sent: int, vocab: int,
-                pending: list, outcome: torch.Tensor) -> int:
+def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, vocab: int, pending: list,
+                outcome: torch.Tensor) -> int:
     """One batch of the push protocol: per round build, send the cache, read the outcome, and send a
     speculation only for rows that missed (the verifier looks hits up in the cache it already holds)."""
-    k = args.ws.k
-    n_max, r_max = cache_dims(args.ws, vocab)
+    layout = worker.layout
     while True:
         worker.build()
-        cache = apply_fault(fault, n_sent, worker.cache, vocab)
+        if fault is not None and fault.at == n_sent:      # misbehave as planned: pack the (garbled) cache afresh
+            msg = layout.pack(apply_fault(fault, n_sent, worker.cache, vocab), worker.times)
+        else:
+            msg = layout.stamp(worker.message, worker.times)
         n_sent += 1
-        msgs = [(cache_tensor(cache, k, n_max, r_max, worker.times), TAG_CACHE)]
-        if cache.q is not None:
-            msgs.append((cache_q(cache.q, n_max), TAG_CACHE_Q))
+        msgs = [(msg, TAG_CACHE)]
+        if worker.cache.q is not None:
+            msgs.append((layout.q_rows(worker.cache.q), TAG_CACHE_Q))
         for work, _ in pending:
             work.wait()
         pending = [(pg.send([m], 0, tag), m) for m, tag in msgs]
@@ -140,10 +134,3 @@ def _send(pg: dist.ProcessGroup, reply) -> list:
     if reply.q is not None:
         msgs.append(reply.q.detach().to("cpu", torch.float32).contiguous())
     return [(pg.send([m], 0, tag), m) for m, tag in zip(msgs, (TAG, TAG_Q))]
-
-
-def main(argv: list[str]) -> None:
-    """Arguments after the parent pid: PORT ARGS_FILE ERR_FILE (see ``draft_entry``)."""
-    port, args_file, err_file = int(argv[1]), argv[2], argv[3]
-    args = torch.load(args_file, weights_only=False)   # written by our own parent process just now
-    draft_main(args, port, err_file)

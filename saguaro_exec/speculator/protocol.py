@@ -1,21 +1,66 @@
-"""Fixed-shape tensors for the two SSD messages, so each is one point-to-point send.
+"""The SSD wire protocol between the verifier (rank 0) and the draft process (rank 1): one module for
+the tags, the message formats, their pack/unpack, and the one cache lookup both sides use.
 
-outcome (verifier -> speculator): int64 [B, 4] = (accepted k, bonus token, done, stop).
-reply (speculator -> verifier): float64 [B+1, W]: row b = (hit, bonus rank, from_backup, K tokens);
-the last row = phase (start, end) pairs. At temperature > 0 a second float32 [B, K, V] message
-carries q rows (the verifier needs the full row at the rejection position for the residual).
+Every message is one fixed-shape tensor, so each is a single gloo point-to-point send, and each kind has
+its own tag, so a receiver can post all its receives before the sender is ready:
+
+- outcome (verifier -> draft, TAG): int64 [B, 4] = (accepted k, bonus token t*, done, stop) per row.
+- reply (draft -> verifier, TAG): float64 [B+1, W]; row b = (hit, bonus rank, from_backup, K tokens),
+  the last row = phase (start, end) pairs in seconds since the run start (NaN: phase absent). At
+  temperature > 0 a second float32 [B, K, V] message (TAG_Q) carries the q rows: the verifier needs the
+  full row at the rejection position for the residual distribution.
+- cache (push protocol, draft -> verifier, TAG_CACHE): the whole speculation cache as soon as it is built,
+  int64 [B+1, W], laid out by ``CacheLayout``; the verifier looks its outcome up itself, so a hit costs no
+  round trip. At T > 0 the q rows follow as float32 [B, n_max, K, V] (TAG_CACHE_Q).
+
+Start-up: rank 0 hosts a TCPStore; the draft connects (``connect``) and the two ranks form a gloo group.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 import torch
+import torch.distributed as dist
 
-from saguaro_exec.speculator.worker import Reply
+from saguaro_exec.speculator.cache import Fork, SpecCache
 
+TAG = 0
+TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
+TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
 PHASES = ("reply", "backup", "glue", "fork", "tree")
+PUSH_Q_BYTES = 4 << 20          # protocol "auto": push the cache unless its q rows (T > 0) exceed this per round
 
+
+@dataclass
+class Reply:
+    """What the speculator sends back each round (hit/rank refer to the previous outcome)."""
+
+    hit: torch.Tensor          # [B] bool
+    rank: torch.Tensor         # [B] long, -1 beyond top-N
+    from_backup: torch.Tensor  # [B] bool: this speculation came from the backup
+    tokens: torch.Tensor       # [B, K]
+    q: torch.Tensor | None     # [B, K, V] at temperature > 0
+    times: dict = field(default_factory=dict)  # phase -> (start, end) seconds since run start
+
+
+def connect(port: int, rank: int, timeout_s: float, store: dist.Store | None = None) -> dist.ProcessGroup:
+    """The two-rank gloo group over the TCP store on 127.0.0.1:port (rank 0 passes the store it hosts)."""
+    timeout = timedelta(seconds=timeout_s)
+    if store is None:
+        store = dist.TCPStore("127.0.0.1", port, 2, False, timeout=timeout)
+        store.set("draft_up", "1")               # lets the parent stop watching for a failed start
+    return dist.ProcessGroupGloo(store, rank, 2, timeout)
+
+
+def max_branches(fanout: tuple[int, ...], fanout_miss: tuple[int, ...]) -> int:
+    """Most branches a speculation cache holds per sequence: the larger schedule's total (at least 1)."""
+    return max(sum(fanout), sum(fanout_miss), 1)
+
+
+# ---- outcome and reply ----
 
 def outcome_tensor(acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> torch.Tensor:
     """Pack the verifier's per-sequence outcome key (k, t*) plus done/stop flags (one tensor build:
@@ -59,80 +104,120 @@ def unpack_reply(t: torch.Tensor | list, k: int, q: torch.Tensor | None) -> Repl
                  q=q, times=times)
 
 
-# ---- "push" protocol: the draft sends its whole speculation cache to the verifier as soon as it is
-# built, so the verifier looks the outcome up itself and a hit costs no message round trip at all.
+# ---- the speculation cache message (push protocol; also the draft's own lookup table) ----
 
-def cache_shape(bsz: int, k: int, n_max: int, r_max: int) -> tuple[int, int]:
-    """int64 [B+1, W]: row b = branch_k, branch_t, valid (n_max each), tokens (n_max*K), top and rank
-    ((K+1)*r_max each); the last row = (branches used, then phase start/end pairs in ns)."""
-    return bsz + 1, max(3 * n_max + n_max * k + 2 * (k + 1) * r_max, 1 + 2 * len(PHASES))
+@dataclass(frozen=True)
+class CacheLayout:
+    """Where each field lives in a cache message, int64 [B+1, width]. Row b holds, for up to n_max
+    branches: branch_k, branch_t, valid (n_max each), the K drafted tokens of each branch (n_max*K),
+    then the draft's ranked top tokens and their ranks at each position 0..K ((K+1)*r_max each; padding
+    -1). The last row holds the number of branches used, then phase start/end pairs in ns (-1: absent)."""
 
+    k: int
+    n_max: int      # most branches per row (``max_branches``)
+    r_max: int      # widest ranked list per position
 
-def cache_tensor(cache, k: int, n_max: int, r_max: int, times: dict) -> torch.Tensor:
-    """Pack a ``tree.SpecCache`` (without q) and the build's phase times."""
-    f = cache.fork
-    bsz, n = f.branch_k.shape
-    r = f.top.shape[-1]
-    out = torch.full(cache_shape(bsz, k, n_max, r_max), -1, dtype=torch.long)
-    body = out[:bsz]
-    body[:, :n], body[:, n_max:n_max + n] = f.branch_k, f.branch_t
-    body[:, 2 * n_max:2 * n_max + n] = f.valid.long()
-    body[:, 3 * n_max:3 * n_max + n * k] = cache.tokens.reshape(bsz, n * k)
-    o = 3 * n_max + n_max * k
-    w = (k + 1) * r_max
-    body[:, o:o + w].view(bsz, k + 1, r_max)[..., :r] = f.top              # padding stays -1
-    body[:, o + w:o + 2 * w].view(bsz, k + 1, r_max)[..., :r] = f.rank
-    out[bsz, 0] = n
-    for i, name in enumerate(PHASES):
-        if name in times:
-            s, e = times[name]
-            out[bsz, 1 + 2 * i], out[bsz, 2 + 2 * i] = round(s * 1e9), round(e * 1e9)
-    return out
+    @classmethod
+    def of(cls, ws, vocab: int) -> CacheLayout:
+        """The layout of every cache message of a run with WorkerSpec ``ws``."""
+        r_max = min(vocab, max(ws.n_rank, max(ws.fanout), max(ws.fanout_miss)) + 1)
+        return cls(ws.k, max_branches(ws.fanout, ws.fanout_miss), r_max)
 
+    @property
+    def branch_k(self) -> slice:
+        return slice(0, self.n_max)
 
-def cache_q(q: torch.Tensor, n_max: int) -> torch.Tensor:
-    """q [B, N, K, V] padded to n_max branches, float32 on the CPU."""
-    bsz, n, k, v = q.shape
-    out = torch.zeros(bsz, n_max, k, v, dtype=torch.float32)
-    out[:, :n] = q.detach().to("cpu", torch.float32)
-    return out
+    @property
+    def branch_t(self) -> slice:
+        return slice(self.n_max, 2 * self.n_max)
 
+    @property
+    def valid(self) -> slice:
+        return slice(2 * self.n_max, 3 * self.n_max)
 
-def unpack_cache(t: torch.Tensor, k: int, n_max: int, r_max: int, q: torch.Tensor | None):
-    """(``tree.SpecCache``, phase times) from a received cache message."""
-    from saguaro_exec.speculator.cache import Fork, SpecCache
+    @property
+    def tokens(self) -> slice:
+        return slice(3 * self.n_max, 3 * self.n_max + self.n_max * self.k)
 
-    bsz = t.shape[0] - 1
-    last = t[bsz].tolist()
-    n = last[0]
-    body = t[:bsz]
-    o, w = 3 * n_max + n_max * k, (k + 1) * r_max
-    fork = Fork(branch_k=body[:, :n], branch_t=body[:, n_max:n_max + n],
-                valid=body[:, 2 * n_max:2 * n_max + n] > 0, top=body[:, o:o + w].view(bsz, k + 1, r_max),
-                rank=body[:, o + w:o + 2 * w].view(bsz, k + 1, r_max))
-    tokens = body[:, 3 * n_max:3 * n_max + n * k].reshape(bsz, n, k)
-    times = {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(PHASES)
-             if last[1 + 2 * i] >= 0}
-    return SpecCache(fork=fork, tokens=tokens, q=None if q is None else q[:, :n]), times
+    @property
+    def top(self) -> slice:
+        o = self.tokens.stop
+        return slice(o, o + (self.k + 1) * self.r_max)
 
+    @property
+    def rank(self) -> slice:
+        o = self.top.stop
+        return slice(o, o + (self.k + 1) * self.r_max)
 
-def lookup_rows(rows: list, k: int, n_max: int, r_max: int, acc: list[int], bonus: list[int], n_rank: int
-                ) -> tuple[list[bool], list[int], list[list[int]], list[int], dict]:
-    """The verifier's own lookup in a received cache's ``tolist()`` rows, in plain Python (a few
-    microseconds per row: it sits between two verifications): (hit, bonus rank (-1 beyond top-n_rank or
-    excluded), K tokens (zeros on a miss), branch index (-1 on a miss), phase times) per row."""
-    last = rows[-1]
-    n = last[0]
-    o, w = 3 * n_max + n_max * k, (k + 1) * r_max
-    hits, ranks, toks, js = [], [], [], []
-    for row, a, t in zip(rows[:-1], acc, bonus):
-        j = next((i for i in range(n) if row[2 * n_max + i] == 1 and row[i] == a and row[n_max + i] == t), -1)
-        top = row[o + a * r_max:o + (a + 1) * r_max]
-        r = row[o + w + a * r_max + top.index(t)] if t in top else -1
-        hits.append(j >= 0)
-        ranks.append(r if 0 <= r < n_rank else -1)
-        toks.append(row[3 * n_max + j * k:3 * n_max + (j + 1) * k] if j >= 0 else [0] * k)
-        js.append(j)
-    times = {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(PHASES)
-             if last[1 + 2 * i] >= 0}
-    return hits, ranks, toks, js, times
+    def shape(self, bsz: int) -> tuple[int, int]:
+        return bsz + 1, max(self.rank.stop, 1 + 2 * len(PHASES))
+
+    def pack(self, cache: SpecCache, times: dict | None = None) -> torch.Tensor:
+        """The message for a host-side ``SpecCache`` (without q), with the build's phase times."""
+        f = cache.fork
+        bsz, n = f.branch_k.shape
+        r = f.top.shape[-1]
+        out = torch.full(self.shape(bsz), -1, dtype=torch.long)
+        body = out[:bsz]
+        for where, what in ((self.branch_k, f.branch_k), (self.branch_t, f.branch_t), (self.valid, f.valid.long())):
+            body[:, where.start:where.start + n] = what
+        body[:, self.tokens.start:self.tokens.start + n * self.k] = cache.tokens.reshape(bsz, n * self.k)
+        body[:, self.top].view(bsz, self.k + 1, self.r_max)[..., :r] = f.top
+        body[:, self.rank].view(bsz, self.k + 1, self.r_max)[..., :r] = f.rank
+        out[bsz, 0] = n
+        return self.stamp(out, times or {})
+
+    def stamp(self, t: torch.Tensor, times: dict) -> torch.Tensor:
+        """Write the phase times into the message's last row (in place); returns ``t``."""
+        last = t[-1]
+        last[1:] = -1
+        for i, name in enumerate(PHASES):
+            if name in times:
+                s, e = times[name]
+                last[1 + 2 * i], last[2 + 2 * i] = round(s * 1e9), round(e * 1e9)
+        return t
+
+    @staticmethod
+    def times(last: list[int]) -> dict:
+        """Phase times from a message's last row (``tolist()``)."""
+        return {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(PHASES)
+                if last[1 + 2 * i] >= 0}
+
+    def unpack(self, t: torch.Tensor, q: torch.Tensor | None) -> tuple[SpecCache, dict]:
+        """(``SpecCache``, phase times) from a received message (q: its padded q rows, or None)."""
+        bsz = t.shape[0] - 1
+        last = t[bsz].tolist()
+        n, body = last[0], t[:bsz]
+        span = lambda s: body[:, s.start:s.start + n]  # noqa: E731
+        fork = Fork(branch_k=span(self.branch_k), branch_t=span(self.branch_t), valid=span(self.valid) > 0,
+                    top=body[:, self.top].view(bsz, self.k + 1, self.r_max),
+                    rank=body[:, self.rank].view(bsz, self.k + 1, self.r_max))
+        tokens = body[:, self.tokens.start:self.tokens.start + n * self.k].reshape(bsz, n, self.k)
+        return SpecCache(fork=fork, tokens=tokens, q=None if q is None else q[:, :n]), self.times(last)
+
+    def lookup(self, rows: list, acc: list[int], bonus: list[int], n_rank: int
+               ) -> tuple[list[bool], list[int], list[list[int]], list[int]]:
+        """The one outcome lookup, on a message's ``tolist()`` rows (the draft's answer and the push
+        verifier's own lookup both use it): per row, hit, bonus rank (-1: excluded, absent or beyond
+        top-n_rank), the K cached tokens (zeros on a miss) and the branch index (-1 on a miss). Plain
+        Python over list slices: microseconds per row, on the critical path between two verifications."""
+        n, k, r_max = rows[-1][0], self.k, self.r_max
+        ko, to, vo, so = self.branch_k.start, self.branch_t.start, self.valid.start, self.tokens.start
+        top0, rank0 = self.top.start, self.rank.start
+        hits, ranks, toks, js = [], [], [], []
+        for row, a, t in zip(rows, acc, bonus):
+            j = next((i for i in range(n) if row[vo + i] == 1 and row[ko + i] == a and row[to + i] == t), -1)
+            top = row[top0 + a * r_max:top0 + (a + 1) * r_max]
+            r = row[rank0 + a * r_max + top.index(t)] if t in top else -1
+            hits.append(j >= 0)
+            ranks.append(r if 0 <= r < n_rank else -1)
+            toks.append(row[so + j * k:so + (j + 1) * k] if j >= 0 else [0] * k)
+            js.append(j)
+        return hits, ranks, toks, js
+
+    def q_rows(self, q: torch.Tensor) -> torch.Tensor:
+        """q [B, N, K, V] padded to n_max branches, float32 on the CPU (the TAG_CACHE_Q message)."""
+        bsz, n, k, v = q.shape
+        out = torch.zeros(bsz, self.n_max, k, v, dtype=torch.float32)
+        out[:, :n] = q.detach().to("cpu", torch.float32)
+        return out

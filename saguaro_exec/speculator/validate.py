@@ -11,6 +11,7 @@ import math
 import torch
 
 from saguaro_exec.faults import DraftFault
+from saguaro_exec.speculator.protocol import CacheLayout
 
 
 def _bad(detail: str) -> DraftFault:
@@ -52,23 +53,24 @@ def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> 
         raise _bad("a speculated token has zero probability under the draft distribution it came from")
 
 
-def check_cache(rows: list, k: int, vocab: int, n_max: int, live: list[bool]) -> None:
-    """A pushed speculation cache (``messages.cache_tensor(...).tolist()``) of the ``live`` rows: valid
-    flags 0/1, every branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab) (unused
-    branches hold real values too); DraftFault otherwise. Builtins over list slices: microseconds."""
+def check_cache(rows: list, layout: CacheLayout, vocab: int, live: list[bool]) -> None:
+    """A pushed speculation cache (``layout.pack(...).tolist()``) of the ``live`` rows: valid flags 0/1,
+    every branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab) (unused branches hold
+    real values too); DraftFault otherwise. Builtins over list slices: microseconds."""
     n = rows[-1][0]
-    if not 0 <= n <= n_max:
-        raise _bad(f"cache holds {n} branches, allowed 0..{n_max}")
+    if not 0 <= n <= layout.n_max:
+        raise _bad(f"cache holds {n} branches, allowed 0..{layout.n_max}")
     if n == 0:
         return
+    ko, to, vo, so = layout.branch_k.start, layout.branch_t.start, layout.valid.start, layout.tokens.start
     for row, ok in zip(rows[:-1], live):
         if not ok:
             continue
-        if not set(row[2 * n_max:2 * n_max + n]) <= {0, 1}:
+        if not set(row[vo:vo + n]) <= {0, 1}:
             raise _bad("cache valid flags must be 0 or 1")
-        ks = row[:n]
-        if min(ks) < 0 or max(ks) > k:
-            raise _bad(f"cache branch positions must be in [0, {k}]")
-        for toks in (row[n_max:n_max + n], row[3 * n_max:3 * n_max + n * k]):
+        ks = row[ko:ko + n]
+        if min(ks) < 0 or max(ks) > layout.k:
+            raise _bad(f"cache branch positions must be in [0, {layout.k}]")
+        for toks in (row[to:to + n], row[so:so + n * layout.k]):
             if min(toks) < 0 or max(toks) >= vocab:
                 raise _bad(f"speculated token is not a token id in [0, {vocab})")

@@ -15,22 +15,9 @@ from saguaro_exec.engine.drafter import Drafter
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device
-from saguaro_exec.speculator.cache import SpecCache, build_tree, fork, max_branches, tree_slots
+from saguaro_exec.speculator.cache import SpecCache, build_tree, fork, tree_slots
 from saguaro_exec.speculator.fast_backup import ngram_propose, one_hot_q
-
-SMALL_BATCH = 16   # up to this many rows, cache lookups use per-row dicts prepared during the build
-
-
-@dataclass
-class Reply:
-    """What the speculator sends back each round (hit/rank refer to the previous outcome)."""
-
-    hit: torch.Tensor          # [B] bool
-    rank: torch.Tensor         # [B] long, -1 beyond top-N
-    from_backup: torch.Tensor  # [B] bool: this speculation came from the backup
-    tokens: torch.Tensor       # [B, K]
-    q: torch.Tensor | None     # [B, K, V] at temperature > 0
-    times: dict = field(default_factory=dict)  # phase -> (start, end) seconds since run start
+from saguaro_exec.speculator.protocol import CacheLayout, Reply, max_branches
 
 
 @dataclass(frozen=True)
@@ -60,7 +47,10 @@ class DraftWorker:
         bsz = len(prompts)
         self.primary = torch.tensor(ws.fanout, dtype=torch.long).expand(bsz, -1)
         self.miss = torch.tensor(ws.fanout_miss, dtype=torch.long).expand(bsz, -1)
+        self.layout = CacheLayout.of(ws, self.drafter.vocab)
         self.cache: SpecCache | None = None
+        self.message: torch.Tensor | None = None   # the built cache as a push message (times not stamped)
+        self._rows: list | None = None             # its ``tolist()``: the table ``answer`` looks up
         self.sent: torch.Tensor | None = None
         self.from_backup = torch.ones(bsz, dtype=torch.bool)
         self.times: dict = {}
@@ -96,15 +86,21 @@ class DraftWorker:
         t2 = self._now()
         self.cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout,
                                 self.gen).host()
-        if len(d.seqs) <= SMALL_BATCH:
-            self.cache.prepare(ws.n_rank)
+        self.message = self.layout.pack(self.cache)
+        self._rows = self.message.tolist()          # off the reply's critical path: the verifier verifies
         t3 = self._now()
         self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3)}
 
     def answer(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool]) -> Reply:
         """Look the outcome up in the cache; rows that miss get the backup's speculation."""
         t0 = self._now()
-        hit, rank, tokens, q = self.cache.lookup(acc, bonus, self.ws.n_rank)
+        hits, ranks, _, js = self.layout.lookup(self._rows, acc.tolist(), bonus.tolist(), self.ws.n_rank)
+        hit, rank = torch.tensor(hits, dtype=torch.bool), torch.tensor(ranks, dtype=torch.long)
+        j = torch.tensor(js, dtype=torch.long).clamp(min=0)           # a miss reads branch 0 (then replaced)
+        rows = torch.arange(len(js))
+        tokens, q = self.cache.tokens[rows, j], self.cache.q
+        if q is not None:
+            q = q[to_device(rows, q.device), to_device(j, q.device)]
         self._pending = (acc, bonus, self.sent, done)     # applied after the reply is sent, if possible
         live_miss = ~hit & ~torch.tensor(done, dtype=torch.bool)
         times = dict(self.times)

@@ -1,42 +1,34 @@
 """A tensor-parallel worker (rank 1..N-1): loads its shard, then follows rank 0's commands until STOP.
 
-Started by ``tp.TPTarget`` through ``tp_entry`` (a fresh interpreter that dies with its parent). Any
-exception's traceback goes to ERR_FILE before it exits non-zero; rank 0's next collective then fails and
-reports it.
+Started by ``tp.target.TPTarget`` through ``spawn.Supervisor`` (``serve`` is its target): a fresh
+interpreter that dies with its parent. An exception's traceback goes to its error file before it exits
+non-zero (``spawn.child_main``); rank 0's next collective then fails and reports it.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import traceback
-from datetime import timedelta
+import os
 
 import torch
-import torch.distributed as dist
 
 from saguaro_exec.model import KVCache
+from saguaro_exec.spawn import ARGS, join, report
 from saguaro_exec.tp.protocol import OP_FORWARD, OP_NEW_CACHE, OP_STOP, TPArgs, bcast, header, make_group
 from saguaro_exec.tp.shard import load_tp_shard
 
 
-def worker_main(args: TPArgs, rank: int, port: int, err_file: str) -> None:
-    """Process body: connect, load the shard, signal ready, serve commands."""
-    try:
-        torch.set_num_threads(max(1, args.threads))
-        store = dist.TCPStore("127.0.0.1", port, len(args.devices), False,
-                              timeout=timedelta(seconds=args.timeout_s))
-        store.set(f"tp_up_{rank}", "1")
-        group = make_group(store, rank, args.devices, args.timeout_s)
-        dev = torch.device(args.devices[rank])
-        model = load_tp_shard(args.source, rank, len(args.devices), group, args.devices[rank],
-                              getattr(torch, args.dtype))
-        group.allreduce([torch.ones(1, device=dev)]).wait()                # loaded
-        _serve(model, group, dev, args.fault if rank == 1 else None)
-    except BaseException:
-        with open(err_file, "w") as f:
-            f.write(traceback.format_exc())
-        sys.exit(1)
+def serve(rank: int, port: int, workdir: str) -> None:
+    """Process body: connect (store key ``up``), load the shard (``ready``), serve commands."""
+    with open(os.path.join(workdir, ARGS)) as f:
+        args = TPArgs(**json.load(f))                 # plain JSON: the source is a checkpoint directory
+    torch.set_num_threads(max(1, args.threads))
+    store = join(port, len(args.devices), rank, args.timeout_s)
+    group = make_group(store, rank, args.devices, args.timeout_s)
+    dev = torch.device(args.devices[rank])
+    model = load_tp_shard(args.source, rank, len(args.devices), group, args.devices[rank], getattr(torch, args.dtype))
+    report(store, "ready", rank)
+    _serve(model, group, dev, args.fault if rank == 1 else None)
 
 
 @torch.inference_mode()
@@ -61,11 +53,3 @@ def _serve(model, group, dev: torch.device, fault: int | None) -> None:
             n_forward += 1
         else:
             raise RuntimeError(f"unknown tensor-parallel command {op}")
-
-
-def main(argv: list[str]) -> None:
-    """Arguments after the parent pid: RANK PORT ARGS_FILE ERR_FILE (see ``tp_entry``)."""
-    rank, port, args_file, err_file = int(argv[1]), int(argv[2]), argv[3], argv[4]
-    with open(args_file) as f:
-        args = TPArgs(**json.load(f))                 # plain JSON: the source is a checkpoint directory
-    worker_main(args, rank, port, err_file)

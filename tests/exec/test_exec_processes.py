@@ -105,7 +105,7 @@ def _start_long_run() -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     end = time.time() + 60
     while time.time() < end:
-        kids = [c for c in children(proc.pid) if b"speculator.entry" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        kids = [c for c in children(proc.pid) if b"speculator.process:serve" in Path(f"/proc/{c}/cmdline").read_bytes()]
         if kids:
             time.sleep(1.5)                                  # let it get into the decoding rounds
             return proc, kids[0]

@@ -121,11 +121,12 @@ def test_workers_die_with_an_interrupted_or_killed_verifier(sig):
         end, workers = time.time() + 60, []
         while not workers and time.time() < end:
             assert proc.poll() is None, proc.stderr.read().decode()
-            workers = [c for c in children(proc.pid) if b"tp.entry" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            workers = [c for c in children(proc.pid) if b"tp.worker:serve" in Path(f"/proc/{c}/cmdline").read_bytes()]
             time.sleep(0.1)
         assert workers, "no tensor-parallel worker started"
-        args_file = Path(Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[6].decode())
-        assert args_file.name == "args.json"
+        workdir = Path(Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[7].decode())
+        args_file = workdir / "args"
+        assert workdir.name.startswith("saguaro-tp-")
         while args_file.exists() and time.time() < end:     # removed once every rank has loaded its shard
             time.sleep(0.05)
         assert not args_file.exists(), "the tensor-parallel ranks never finished loading"
@@ -177,8 +178,7 @@ def test_cli_bad_target_devices_exit_2_writes_nothing(tmp_path, capsys):
 
 def test_simulator_message_bytes_are_the_executors():
     """saguaro_sim.analytic.message_bytes = the byte sizes of saguaro_exec.speculator.protocol' real tensors."""
-    from saguaro_exec.speculator.protocol import outcome_tensor, reply_tensor
-    from saguaro_exec.speculator.worker import Reply
+    from saguaro_exec.speculator.protocol import Reply, outcome_tensor, reply_tensor
     from saguaro_sim.analytic import message_bytes
 
     b, vocab = 3, 50

@@ -1,9 +1,11 @@
 """Forking and the speculation cache: candidates exclude the sent token and follow the fan-out; the
-prepared (dict) lookup agrees with the vectorized one; ranks and hits agree with each other."""
+message lookup (``CacheLayout.lookup``) agrees with a brute-force reading of the draft logits; ranks and
+hits agree with each other."""
 
 import torch
 
 from saguaro_exec.speculator.cache import SpecCache, fork
+from saguaro_exec.speculator.protocol import CacheLayout
 
 
 def _fork(seed: int = 0):
@@ -26,21 +28,23 @@ def test_fork_excludes_sent_token_and_follows_fanout():
             assert [t for kk, t in got if kk == k] == order[: int(fan[b, k])]
 
 
-def test_prepared_lookup_matches_vectorized():
+def test_lookup_matches_brute_force():
     f, d_logits, sent, fan = _fork(1)
-    n = f.branch_t.shape[1]
+    n, r = f.branch_t.shape[1], f.top.shape[-1]
     tokens = torch.arange(3 * n * 3).view(3, n, 3)
-    q = torch.rand(3, n, 3, 20)
-    for acc_l, bonus_l in [([0, 1, 3], [int(f.branch_t[0, 0]), 7, 2]), ([3, 0, 1], [1, 2, 3])]:
-        acc, bonus = torch.tensor(acc_l), torch.tensor(bonus_l)
-        plain = SpecCache(f, tokens, q).lookup(acc, bonus, 8)
-        cache = SpecCache(f, tokens, q)
-        cache.prepare(8)
-        fast = cache.lookup(acc, bonus, 8)
-        for a, b in zip(plain, fast):
-            assert torch.equal(a, b)
-        hit, rank = plain[0], plain[1]
-        for b in range(3):                                # hit <=> rank below the fan-out there
-            if rank[b] >= 0:
-                assert bool(hit[b]) == (int(rank[b]) < int(fan[b, acc[b]]))
-    assert bool(SpecCache(f, tokens, q).lookup(torch.tensor([0, 0, 0]), f.branch_t[:, 0], 8)[0][0])
+    layout = CacheLayout(k=3, n_max=n + 2, r_max=r + 1)               # padded, as a run's messages are
+    rows = layout.pack(SpecCache(f, tokens, None)).tolist()
+    for acc, bonus in [([0, 1, 3], [int(f.branch_t[0, 0]), 7, 2]), ([3, 0, 1], [1, 2, 3])]:
+        hit, rank, toks, js = layout.lookup(rows, acc, bonus, 8)
+        for b in range(3):
+            order = [t for t in d_logits[b, acc[b]].argsort(descending=True).tolist()
+                     if acc[b] == 3 or t != int(sent[b, acc[b]])]
+            want_rank = order.index(bonus[b]) if bonus[b] in order[:r - (acc[b] < 3)] else -1
+            assert rank[b] == (want_rank if want_rank < 8 else -1)
+            branches = [j for j in range(n) if bool(f.valid[b, j]) and int(f.branch_k[b, j]) == acc[b]
+                        and int(f.branch_t[b, j]) == bonus[b]]
+            assert hit[b] == bool(branches) and js[b] == (branches[0] if branches else -1)
+            assert toks[b] == (tokens[b, branches[0]].tolist() if branches else [0, 0, 0])
+            if rank[b] >= 0:                              # hit <=> rank below the fan-out there
+                assert hit[b] == (rank[b] < int(fan[b, acc[b]]))
+    assert layout.lookup(rows, [0, 0, 0], f.branch_t[:, 0].tolist(), 8)[0][0]

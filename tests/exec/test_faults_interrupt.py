@@ -28,7 +28,7 @@ def _draft_of(proc: subprocess.Popen, timeout: float = 60.0) -> int:
     while time.time() < end:
         for c in children(proc.pid):
             try:
-                if b"speculator.entry" in Path(f"/proc/{c}/cmdline").read_bytes():
+                if b"speculator.process:serve" in Path(f"/proc/{c}/cmdline").read_bytes():
                     return c
             except OSError:
                 continue

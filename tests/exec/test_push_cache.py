@@ -1,6 +1,7 @@
-"""The push protocol's cache message: what the draft packs is what the verifier unpacks, and the
-verifier's plain-Python lookup gives exactly the draft's own lookup (hit, bonus rank, tokens) for every
-outcome key — hits and misses — so both sides agree on every round's hit/miss without a message."""
+"""The push protocol's cache message: what the draft packs is what the verifier unpacks, and the one
+plain-Python lookup on the message (used by the draft's answer and by the push verifier) gives exactly
+what the fork tensors say (hit, bonus rank, tokens) for every outcome key — hits and misses — so both
+sides agree on every round's hit/miss without a message."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from exec_helpers import tiny_models
 
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.sampling import make_generator
-from saguaro_exec.speculator.process import cache_dims
-from saguaro_exec.speculator.protocol import cache_tensor, lookup_rows, unpack_cache
+from saguaro_exec.speculator.protocol import CacheLayout
 from saguaro_exec.speculator.validate import check_cache
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
 
@@ -30,6 +30,18 @@ def _built(fanout=(3, 2, 1, 1), prompts=([1, 2, 3, 4], [7, 8]), temperature=0.0)
     return w, ws
 
 
+def reference_lookup(cache, acc: torch.Tensor, bonus: torch.Tensor, n_rank: int):
+    """(hit, bonus rank, tokens) straight from the fork tensors, vectorized (independent of the message)."""
+    f = cache.fork
+    rows = torch.arange(acc.shape[0])
+    top_k, rank_k = f.top[rows, acc], f.rank[rows, acc]                 # [B, R]
+    eq = (top_k == bonus.view(-1, 1)) & (rank_k >= 0)
+    rank = torch.where(eq.any(-1), (rank_k * eq).sum(-1), torch.full_like(acc, -1))
+    rank = torch.where(rank < n_rank, rank, torch.full_like(rank, -1))
+    match = (f.branch_k == acc.view(-1, 1)) & (f.branch_t == bonus.view(-1, 1)) & f.valid
+    return match.any(-1), rank, cache.tokens[rows, match.long().argmax(-1)]
+
+
 def _keys(cache, vocab: int) -> list[tuple[int, int]]:
     """Every branch key of row 0 plus keys that cannot hit (rejection at each k with unforked tokens)."""
     f = cache.fork
@@ -41,18 +53,19 @@ def _keys(cache, vocab: int) -> list[tuple[int, int]]:
 def test_verifier_lookup_equals_the_drafts(fanout):
     w, ws = _built(fanout)
     vocab = DRAFT.config.vocab_size
-    n_max, r_max = cache_dims(ws, vocab)
-    packed = cache_tensor(w.cache, K, n_max, r_max, w.times)
+    layout = CacheLayout.of(ws, vocab)
+    packed = layout.pack(w.cache, w.times)
+    assert torch.equal(packed[:-1], w.message[:-1])                 # what the draft's own lookup reads
     rows = packed.tolist()
-    check_cache(rows, K, vocab, n_max, [True, True])
-    back, times = unpack_cache(packed, K, n_max, r_max, None)
+    check_cache(rows, layout, vocab, [True, True])
+    back, times = layout.unpack(packed, None)
     assert torch.equal(back.tokens, w.cache.tokens) and torch.equal(back.fork.branch_t, w.cache.fork.branch_t)
     assert set(times) == set(w.times)
     seen_hit = seen_miss = False
     for k, t in _keys(w.cache, vocab):
         acc, bonus = torch.tensor([k, 0]), torch.tensor([t, 0])
-        hit, rank, toks, _ = w.cache.lookup(acc, bonus, ws.n_rank)
-        h2, r2, t2, j2, _ = lookup_rows(rows, K, n_max, r_max, acc.tolist(), bonus.tolist(), ws.n_rank)
+        hit, rank, toks = reference_lookup(w.cache, acc, bonus, ws.n_rank)
+        h2, r2, t2, j2 = layout.lookup(rows, acc.tolist(), bonus.tolist(), ws.n_rank)
         assert h2 == hit.tolist() and r2 == rank.tolist()
         for b in range(2):
             if h2[b]:
@@ -65,15 +78,15 @@ def test_verifier_lookup_equals_the_drafts(fanout):
 def test_malformed_cache_is_a_draft_fault():
     w, ws = _built()
     vocab = DRAFT.config.vocab_size
-    n_max, r_max = cache_dims(ws, vocab)
-    good = cache_tensor(w.cache, K, n_max, r_max, w.times)
+    layout = CacheLayout.of(ws, vocab)
+    good = layout.pack(w.cache, w.times)
     n = int(good[-1, 0])
-    for garble in (lambda t: t[0, 3 * n_max].fill_(vocab + 5),     # a drafted token outside the vocabulary
-                   lambda t: t[0, 2 * n_max].fill_(7),              # a valid flag that is not 0/1
-                   lambda t: t[0, 0].fill_(K + 1),                  # a branch position beyond K
-                   lambda t: t[-1, 0].fill_(n_max + 1)):            # more branches than the schedule allows
+    for garble in (lambda t: t[0, layout.tokens.start].fill_(vocab + 5),   # a drafted token outside the vocabulary
+                   lambda t: t[0, layout.valid.start].fill_(7),            # a valid flag that is not 0/1
+                   lambda t: t[0, layout.branch_k.start].fill_(K + 1),     # a branch position beyond K
+                   lambda t: t[-1, 0].fill_(layout.n_max + 1)):            # more branches than the schedule allows
         bad = good.clone()
         garble(bad)
         with pytest.raises(DraftFault, match="malformed|branch|token|flags"):
-            check_cache(bad.tolist(), K, vocab, n_max, [True, True])
+            check_cache(bad.tolist(), layout, vocab, [True, True])
     assert n >= 1
