@@ -160,14 +160,16 @@ class Supervisor:
         """Host the store, write the args (``write_args(path)``) and start every child and the watchdog."""
         self.store = dist.TCPStore("127.0.0.1", 0, self.world, True, timeout=timedelta(seconds=self.timeout_s),
                                    wait_for_workers=False)
-        self.tmp = tempfile.mkdtemp(prefix=self.prefix)
+        with signals_deferred():                          # no folder or child an interrupt could orphan
+            self.tmp = tempfile.mkdtemp(prefix=self.prefix)
         write_args(self.args_file())
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         preexec = _die_with_parent()
         for rank in self.ranks:
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "saguaro_exec.child", str(os.getpid()), self.target, str(rank),
-                 str(self.store.port), self.tmp], env=env, start_new_session=True, preexec_fn=preexec))
+            with signals_deferred():
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "saguaro_exec.child", str(os.getpid()), self.target, str(rank),
+                     str(self.store.port), self.tmp], env=env, start_new_session=True, preexec_fn=preexec))
         self._watchdog = threading.Thread(target=self._watch, name=f"{self.prefix}watchdog", daemon=True)
         self._watchdog.start()
         return self.store

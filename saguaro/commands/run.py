@@ -43,7 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--dtype", help="float32 | bfloat16 | float16")
     r.add_argument("--seed", type=int, help="random seed (default 0)")
     r.add_argument("--threads", type=int, help="torch threads per process (default 1)")
-    r.add_argument("--draft-timeout-s", type=float, help="seconds the verifier waits for a draft reply (default 5)")
+    r.add_argument("--draft-timeout-s", type=float, help="seconds the verifier waits for a draft reply, and the "
+                   "longest a draft process may stay stopped, start-up included (default 5)")
     r.add_argument("--fallback", help="after a draft fault: sd | ar | none (default sd)")
     r.add_argument("--hardware", help="hardware preset for the achieved-vs-peak shares: a100 | h100 | h200 | "
                                       "b200 | mi300x (default: detected on CUDA; on CPU peak unknown)")

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
-import queue
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.multiprocessing as mp
+import torch.distributed as dist
 
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.fit import machine_info
 from calibration.measurements import Measurements
 from saguaro_exec.devices import is_cuda
 from saguaro_exec.model import Transformer, causal_mask, contiguous_slots, load_model
+from saguaro_exec.spawn import ARGS, ChildFailed, Supervisor, join
 
 WHO = ("target", "draft")
 LINK_SIZES = (16, 256, 4096, 65536, 1 << 20)
@@ -171,82 +172,59 @@ def profile_pair(target: Transformer | str | os.PathLike, draft: Transformer | s
     return Measurements(meta=meta, latency=rows, link=links)
 
 
-def free_port() -> int:
-    """A TCP port the OS reports free right now (no hard-coded ports)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _link_worker(rank: int, port: int, sizes: tuple[int, ...], warmup: int, repeats: int, out) -> None:
-    import datetime
-
-    import torch.distributed as dist
-
+def link_echo(rank: int, port: int, workdir: str) -> None:
+    """The link benchmark's far end (a ``spawn`` target): send every message straight back to rank 0."""
+    with open(os.path.join(workdir, ARGS)) as f:
+        a = json.load(f)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
-    try:
-        rows = []
-        for size in sizes:
-            buf = torch.zeros(size, dtype=torch.uint8)
-            times = []
-            for i in range(warmup + repeats):
-                t0 = time.perf_counter()
-                if rank == 0:
-                    dist.send(buf, 1)
-                    dist.recv(buf, 1)
-                else:
-                    dist.recv(buf, 0)
-                    dist.send(buf, 0)
-                if i >= warmup:
-                    times.append(time.perf_counter() - t0)
-            ts = np.asarray(times)
-            rows.append({"bytes": int(size), "round_trip_s": float(np.median(ts)),
-                         "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
-                         "n": int(len(ts))})
-        dist.barrier()
-        if rank == 0:
-            out.put(rows)
-    finally:
-        dist.destroy_process_group()
+    store = join(port, 2, rank, a["timeout_s"])
+    pg = dist.ProcessGroupGloo(store, rank, 2, timedelta(seconds=a["timeout_s"]))
+    for size in a["sizes"]:
+        buf = torch.zeros(size, dtype=torch.uint8)
+        for _ in range(a["warmup"] + a["repeats"]):
+            pg.recv([buf], 0, 0).wait()
+            pg.send([buf], 0, 0).wait()
+
+
+def _round_trips(pg, size: int, warmup: int, repeats: int) -> dict:
+    buf = torch.zeros(size, dtype=torch.uint8)
+    times = []
+    for i in range(warmup + repeats):
+        t0 = time.perf_counter()
+        pg.send([buf], 1, 0).wait()
+        pg.recv([buf], 1, 0).wait()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    ts = np.asarray(times)
+    return {"bytes": int(size), "round_trip_s": float(np.median(ts)), "p10_s": float(np.percentile(ts, 10)),
+            "p90_s": float(np.percentile(ts, 90)), "n": int(len(ts))}
 
 
 def profile_link(sizes: tuple[int, ...] | None = None, warmup: int = 5, repeats: int = 50,
-                 timeout_s: float = 120.0) -> list[dict]:
-    """Median round trip of a message of each size (bytes) between two processes over torch.distributed gloo.
+                 timeout_s: float = 120.0, stall_s: float = 10.0) -> list[dict]:
+    """Median round trip of a message of each size (bytes) between this process and a child process over
+    gloo (the verifier-to-draft transport), the child supervised like a run's (``spawn.Supervisor``: a
+    child that dies or stays stopped for ``stall_s`` fails the benchmark; it never outlives it).
 
-    Rows in calibration LINK_FIELDS (bytes, round_trip_s) plus p10_s, p90_s, n. Both processes exit cleanly.
+    Rows in calibration LINK_FIELDS (bytes, round_trip_s) plus p10_s, p90_s, n.
     """
     sizes = tuple(sizes or LINK_SIZES)
     for v in sizes:
         check_number("link.sizes", v, 1, 1 << 30, integer=True)
     check_number("repeats", repeats, 1, 100000, integer=True)
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_link_worker, args=(r, port, sizes, warmup, repeats, out), daemon=True)
-             for r in (0, 1)]
-    for p in procs:
-        p.start()
-    rows = None
-    deadline = time.monotonic() + timeout_s
+    args = {"sizes": [int(v) for v in sizes], "warmup": warmup, "repeats": repeats, "timeout_s": timeout_s}
+    sup = Supervisor("link benchmark worker", "saguaro-link-", "saguaro_exec.measure.microbench:link_echo", 2,
+                     timeout_s, stall_s)
+    done = False
     try:
-        while rows is None:
-            try:
-                rows = out.get(timeout=0.5)
-            except queue.Empty:
-                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-                if dead or time.monotonic() > deadline:
-                    raise RuntimeError(f"link benchmark got no result (worker exit codes "
-                                       f"{[p.exitcode for p in procs]}, waited up to {timeout_s}s)") from None
+        store = sup.spawn(lambda path: Path(path).write_text(json.dumps(args)))
+        sup.wait_for("up", "connect")
+        pg = dist.ProcessGroupGloo(store, 0, 2, timedelta(seconds=timeout_s))
+        rows = [_round_trips(pg, size, warmup, repeats) for size in sizes]
+        done = True
+    except RuntimeError as e:                     # the worker failed (ChildFailed), or the link did
+        failed = e if isinstance(e, ChildFailed) else sup.failure(wait_s=3.0) or e
+        raise RuntimeError(f"link benchmark got no result: {failed}") from None
     finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
-    bad = [p.exitcode for p in procs if p.exitcode != 0]
-    if bad:
-        raise RuntimeError(f"link benchmark worker exited with {bad}")
+        sup.close() if done else sup.abort()      # the worker exits after its last echo
     return rows

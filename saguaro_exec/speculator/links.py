@@ -32,6 +32,13 @@ class DraftProcessError(RunError):
     """The draft process failed; the message carries its traceback."""
 
 
+def _kind(failed: ChildFailed) -> str:
+    """The DraftFault kind of a failed draft: it stopped answering (stopped, or never started in time),
+    raised (a traceback), or died."""
+    return "timeout" if failed.rank is None or failed.stalled_s is not None else "error" if failed.traceback \
+        else "died"
+
+
 class ProcessLink(SupervisedContext):
     """Spawns the draft process (``spawn.Supervisor``), joins it in a two-rank gloo group on a free port,
     always cleans up. With ``reply_timeout_s``, a draft that dies, raises, stays stopped for that long
@@ -54,8 +61,7 @@ class ProcessLink(SupervisedContext):
             raise e.config_error from None
         if self.reply_timeout_s is None:
             raise DraftProcessError(f"draft process failed at start-up ({e.how}).\n{e.traceback}".rstrip()) from None
-        kind = "timeout" if e.rank is None or e.stalled_s is not None else "error" if e.traceback else "died"
-        self._startup_fault = DraftFault(kind, f"at start-up: {e.how}. {e.traceback}".strip(),
+        self._startup_fault = DraftFault(_kind(e), f"at start-up: {e.how}. {e.traceback}".strip(),
                                          time.monotonic() - self._t_open)
 
     @property
@@ -94,8 +100,7 @@ class ProcessLink(SupervisedContext):
         timed_out = "Timed out" in str(e)
         failed = self._sup.failure(wait_s=0.0 if timed_out else 3.0)   # a closed connection: going away?
         if failed is not None:
-            kind = "timeout" if failed.stalled_s is not None else "error" if failed.traceback else "died"
-            return DraftFault(kind, f"{failed.how}. {failed.traceback}".strip(), waited)
+            return DraftFault(_kind(failed), f"{failed.how}. {failed.traceback}".strip(), waited)
         if timed_out:
             return DraftFault("timeout", f"no reply within {self.reply_timeout_s} s", waited)
         return DraftFault("error", f"link failed ({e})", waited)

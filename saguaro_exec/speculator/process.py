@@ -42,7 +42,7 @@ class DraftArgs:
     threads: int
     timeout_s: float
     fault: str | None = None       # test-only fault injection (faults.parse_fault)
-    protocol: str = "reply"        # "reply": answer each outcome | "push": send each built cache (messages.py)
+    protocol: str = "reply"        # "reply": answer each outcome | "push": send each built cache (protocol.py)
 
 
 def load_source(source: object, device: str, dtype: str):

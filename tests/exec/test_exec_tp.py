@@ -187,7 +187,7 @@ def test_simulator_message_bytes_are_the_executors():
                       from_backup=torch.zeros(b, dtype=torch.bool), tokens=torch.zeros(b, k, dtype=torch.long),
                       q=None, times={"reply": (0.0, 1.0)})
         head = reply_tensor(reply)
-        q = torch.zeros(b, k, vocab, dtype=torch.float32)                 # draft_process sends q as float32
+        q = torch.zeros(b, k, vocab, dtype=torch.float32)                 # the draft process sends q as float32
         out = outcome_tensor(torch.zeros(b, dtype=torch.long), torch.zeros(b, dtype=torch.long), [False] * b, False)
         nbytes = lambda t: t.numel() * t.element_size()  # noqa: E731
         for temperature, down in ((0.0, nbytes(head)), (1.0, nbytes(head) + nbytes(q))):

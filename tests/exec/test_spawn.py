@@ -1,8 +1,9 @@
 """The one child-process lifecycle (saguaro_exec.spawn), with real processes and real signals: a draft that
 fails at start-up on bad input gives SD's clean ConfigError (exit 2 on the CLI); a draft killed or stopped
 before it connects is a start-up fault the fallback finishes losslessly; a stopped draft dies with a killed
-verifier; a stopped tensor-parallel worker fails the run with a clear error instead of hanging it; an
-interrupt during clean-up still removes the temp folder. Every wait here is bounded."""
+verifier; a stopped tensor-parallel worker (or link benchmark worker) fails the run with a clear error
+instead of hanging it; an interrupt during clean-up still removes the temp folder. Every wait here is
+bounded."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from saguaro import cli
 from saguaro_exec import RunConfig, run
 from saguaro_exec.faults import RunError
 from saguaro_exec.io.assets import tiny_pair_paths
+from saguaro_exec.measure.microbench import profile_link
 from saguaro_exec.spawn import Supervisor, join, signals_deferred
 from saguaro_exec.speculator.links import DraftProcessError
 from saguaro_sim import SpecConfig
@@ -215,6 +217,18 @@ def test_stopped_tp_worker_fails_the_run_clearly_instead_of_hanging(monkeypatch,
     assert time.monotonic() - t0 < 90
     assert hit.pid is not None and not alive(hit.pid)
     assert children(os.getpid()) <= before
+    assert list(tmpdir_for_children.iterdir()) == []
+
+
+def test_stopped_link_benchmark_worker_fails_the_benchmark_and_is_gone(tmpdir_for_children):
+    hit = Signaller(b"microbench:link_echo", signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match=r"link benchmark worker failed \(stopped \(SIGSTOP\)"):
+            profile_link(sizes=(64,), warmup=1, repeats=5, stall_s=1.0)
+    finally:
+        hit.stop()
+    assert time.monotonic() - t0 < 60 and not alive(hit.pid)
     assert list(tmpdir_for_children.iterdir()) == []
 
 
