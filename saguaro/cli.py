@@ -11,13 +11,13 @@ Bad input (ConfigError, bad flags) prints one line on stderr naming the field an
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from calibration.errors import ConfigError
+from calibration.interrupts import first_signal_wins
 
 COMMANDS = ["presets", "simulate", "optimize", "plan", "run", "profile", "calibrate", "autotune", "report"]
 
@@ -68,27 +68,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, mains
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """While a command runs, SIGTERM unwinds like Ctrl-C (child processes stopped, staged --out folders
-    removed), where the default handler is in place and this is the main thread."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("SIGTERM")
-
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (`saguaro`, `python -m saguaro`): returns the process exit status."""
     parser, mains = build_parser()
@@ -96,9 +75,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
+    with first_signal_wins():   # SIGTERM unwinds like Ctrl-C; a second signal waits for the clean-up
+        code = _command(args, mains[args.command])
+    if code in (130, 143) and argv is None:   # an interrupted program is ending: later signals must not
+        for s in (signal.SIGINT, signal.SIGTERM):   # change its status (interpreter shutdown included)
+            signal.signal(s, signal.SIG_IGN)
+    return code
+
+
+def _command(args: argparse.Namespace, command_main) -> int:
+    """Run one command; bad input and interrupts become their exit status."""
     try:
-        with _sigterm_as_interrupt():
-            return int(mains[args.command](args) or 0)
+        return int(command_main(args) or 0)
     except ConfigError as e:
         msg = " ".join(str(e).split())  # always one line
         print(f"saguaro {args.command}: error: {msg}", file=sys.stderr)

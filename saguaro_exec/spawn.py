@@ -6,8 +6,9 @@ parent, which stops them) that die with the parent from their first instruction 
 between fork and exec), start-up watched until every child reports a store key (a child that exits, or
 stays stopped (SIGSTOP) for ``stall_s``, fails it at once; ``timeout_s`` bounds the whole wait), a
 watchdog that kills a child stopped for ``stall_s`` at any time (so no collective waits for it), close
-(grace, terminate, kill), abort, and removal of the temp folder on every exit path, a second signal
-during clean-up included. Child side: ``saguaro_exec.child`` (the entry) and ``join`` / ``report``.
+(grace, terminate, kill), abort, and removal of the temp folder on every exit path: while there are
+children the interrupt policy of ``calibration.interrupts`` holds (a second signal never cuts the
+clean-up short). Child side: ``saguaro_exec.child`` (the entry) and ``join`` / ``report``.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import timedelta
 
 import torch.distributed as dist
 
 from calibration.errors import ConfigError
+from calibration.interrupts import deferred, first_signal_wins
 
 ARGS = "args"            # the args file's name in the temp folder (its format is the role's own)
 POLL_S = 0.02            # start-up polling interval
@@ -68,25 +70,6 @@ def _die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT / SIGTERM until the block ends, so that clean-up runs to the end; the first one that
-    came is then raised as usual. (Python runs signal handlers in the main thread whichever thread the
-    signal hit, so the handlers themselves are swapped: a thread mask would not hold them.)"""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[int] = []
-    old = {s: signal.signal(s, lambda n, _frame: got.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        if got:
-            signal.raise_signal(got[0])
 
 
 class ChildFailed(RuntimeError):
@@ -148,6 +131,7 @@ class Supervisor:
         self.stalled: dict[int, float] = {}               # rank -> seconds stopped before the watchdog killed it
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self._signals = ExitStack()       # the interrupt policy, held while there are children
 
     @property
     def ranks(self) -> range:
@@ -158,15 +142,16 @@ class Supervisor:
 
     def spawn(self, write_args: Callable[[str], None]) -> dist.TCPStore:
         """Host the store, write the args (``write_args(path)``) and start every child and the watchdog."""
+        self._signals.enter_context(first_signal_wins())   # a second signal never cuts the clean-up short
         self.store = dist.TCPStore("127.0.0.1", 0, self.world, True, timeout=timedelta(seconds=self.timeout_s),
                                    wait_for_workers=False)
-        with signals_deferred():                          # no folder or child an interrupt could orphan
+        with deferred():                          # no folder or child an interrupt could orphan
             self.tmp = tempfile.mkdtemp(prefix=self.prefix)
         write_args(self.args_file())
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         preexec = _die_with_parent()
         for rank in self.ranks:
-            with signals_deferred():
+            with deferred():
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "saguaro_exec.child", str(os.getpid()), self.target, str(rank),
                      str(self.store.port), self.tmp], env=env, start_new_session=True, preexec_fn=preexec))
@@ -245,16 +230,19 @@ class Supervisor:
 
     def abort(self) -> None:
         """Kill every child at once and remove the temp folder; signals wait until this is done."""
-        with signals_deferred():
-            self._stop.set()
-            for p in self.procs:
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
-            if self.tmp:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-                self.tmp = None
-            self.store = None
+        try:
+            with deferred():
+                self._stop.set()
+                for p in self.procs:
+                    if p.poll() is None:
+                        p.kill()
+                    p.wait()
+                if self.tmp:
+                    shutil.rmtree(self.tmp, ignore_errors=True)
+                    self.tmp = None
+                self.store = None
+        finally:
+            self._signals.close()
 
 
 def _read_error(path: str) -> dict:

@@ -1,5 +1,6 @@
-"""Interrupting `saguaro run --out DIR` (SIGINT, SIGTERM) mid-generation stops the verifier and its draft
-process, leaves no DIR, no staged folder and no temp files, and a second run starts cleanly right after."""
+"""Interrupting `saguaro run --out DIR` (SIGINT, SIGTERM, or one then the other) mid-generation stops the
+verifier and its draft process, leaves no DIR, no staged folder and no temp files, exits with the first
+signal's status, and a second run starts cleanly right after."""
 
 from __future__ import annotations
 
@@ -66,4 +67,32 @@ def test_interrupt_leaves_nothing_and_next_run_is_clean(tmp_path, sig, code):
     assert second.returncode == 0, stderr.decode()
     report = json.loads((out / "report.json").read_text())
     assert report["tokens"] == 4 and report["faults"] == []
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("first, second, code", [(signal.SIGINT, signal.SIGTERM, 130),
+                                                 (signal.SIGTERM, signal.SIGINT, 143)])
+def test_second_signal_during_clean_up_keeps_the_first_ones_status(tmp_path, first, second, code):
+    """The first signal decides the exit status; a second one while the run cleans up (or the interpreter
+    exits) neither cuts the clean-up short nor changes the status."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "out"
+    proc = _saguaro(["--k", "2", "--max-new-tokens", "20000", "--prompt", "def f(x):", "--out", str(out)], tmp)
+    try:
+        draft = _draft_of(proc)
+        time.sleep(1.5)
+        proc.send_signal(first)
+        time.sleep(0.1)
+        proc.send_signal(second)
+        assert proc.wait(timeout=20) == code, proc.stderr.read().decode()
+        assert wait_gone(draft, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
     assert list(tmp.iterdir()) == []

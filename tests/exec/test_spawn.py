@@ -24,12 +24,13 @@ from exec_helpers import plain_greedy, tiny_models
 from test_exec_processes import alive, children, wait_gone
 
 from calibration.errors import ConfigError
+from calibration.interrupts import deferred
 from saguaro import cli
 from saguaro_exec import RunConfig, run
 from saguaro_exec.faults import RunError
 from saguaro_exec.io.assets import tiny_pair_paths
 from saguaro_exec.measure.microbench import profile_link
-from saguaro_exec.spawn import Supervisor, join, signals_deferred
+from saguaro_exec.spawn import Supervisor, join
 from saguaro_exec.speculator.links import DraftProcessError
 from saguaro_sim import SpecConfig
 
@@ -256,7 +257,7 @@ def test_interrupt_while_closing_still_kills_and_cleans_up(tmpdir_for_children):
 def test_signals_during_clean_up_wait_until_it_is_done():
     done = []
     with pytest.raises(KeyboardInterrupt):
-        with signals_deferred():
+        with deferred():
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGTERM)                  # a second one: held, not lost in between
             time.sleep(0.2)
