@@ -24,7 +24,7 @@ from exec_helpers import plain_greedy, tiny_models
 from test_exec_processes import alive, children, wait_gone
 
 from calibration.errors import ConfigError
-from calibration.interrupts import deferred
+from calibration.interrupts import deferred, first_signal_wins
 from saguaro import cli
 from saguaro_exec import RunConfig, run
 from saguaro_exec.faults import RunError
@@ -264,3 +264,18 @@ def test_signals_during_clean_up_wait_until_it_is_done():
             done.append(True)
     assert done == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_first_signal_wins_and_a_second_one_does_not_cut_the_clean_up_short():
+    seen = []
+    with first_signal_wins():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)                   # unwinds like Ctrl-C
+            time.sleep(0.5)
+        except KeyboardInterrupt as e:
+            seen.append(e.args)
+            os.kill(os.getpid(), signal.SIGINT)                    # during the clean-up: dropped
+            time.sleep(0.2)
+            seen.append("cleaned up")
+    assert seen == [("SIGTERM",), "cleaned up"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
