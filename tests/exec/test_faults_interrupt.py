@@ -38,8 +38,9 @@ def _draft_of(proc: subprocess.Popen, timeout: float = 60.0) -> int:
     raise AssertionError("draft process never started")
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_leaves_nothing_and_next_run_is_clean(tmp_path, sig, code):
+def _interrupt_long_run(tmp_path: Path, signals: list[int], code: int) -> Path:
+    """Start a long `saguaro run --out`, send ``signals`` (0.1 s apart) well into its decoding rounds, and
+    check the exit status and that the draft process is gone; returns the TMPDIR it ran with."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = tmp_path / "out"
@@ -48,9 +49,11 @@ def test_interrupt_leaves_nothing_and_next_run_is_clean(tmp_path, sig, code):
         draft = _draft_of(proc)
         time.sleep(1.5)                                          # well into the decoding rounds
         assert any(p.name.startswith("saguaro-draft-") for p in tmp.iterdir())
-        proc.send_signal(sig)
+        for i, sig in enumerate(signals):
+            time.sleep(0.1 if i else 0.0)
+            proc.send_signal(sig)
         assert proc.wait(timeout=20) == code, proc.stderr.read().decode()
-        assert wait_gone(draft, 10), f"draft {draft} outlived its verifier ({sig.name})"
+        assert wait_gone(draft, 10), f"draft {draft} outlived its verifier ({signals})"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -60,8 +63,15 @@ def test_interrupt_leaves_nothing_and_next_run_is_clean(tmp_path, sig, code):
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]         # no staged .out.tmp-* folder
     assert list(tmp.iterdir()) == []                                    # no draft temp folder
+    return tmp
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_leaves_nothing_and_next_run_is_clean(tmp_path, sig, code):
+    tmp = _interrupt_long_run(tmp_path, [sig], code)
     if sig != signal.SIGTERM:
         return
+    out = tmp_path / "out"
     second = _saguaro(["--k", "2", "--max-new-tokens", "4", "--prompt", "x", "--out", str(out)], tmp)
     stdout, stderr = second.communicate(timeout=60)
     assert second.returncode == 0, stderr.decode()
@@ -75,24 +85,4 @@ def test_interrupt_leaves_nothing_and_next_run_is_clean(tmp_path, sig, code):
 def test_second_signal_during_clean_up_keeps_the_first_ones_status(tmp_path, first, second, code):
     """The first signal decides the exit status; a second one while the run cleans up (or the interpreter
     exits) neither cuts the clean-up short nor changes the status."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    out = tmp_path / "out"
-    proc = _saguaro(["--k", "2", "--max-new-tokens", "20000", "--prompt", "def f(x):", "--out", str(out)], tmp)
-    try:
-        draft = _draft_of(proc)
-        time.sleep(1.5)
-        proc.send_signal(first)
-        time.sleep(0.1)
-        proc.send_signal(second)
-        assert proc.wait(timeout=20) == code, proc.stderr.read().decode()
-        assert wait_gone(draft, 10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-    assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
-    assert list(tmp.iterdir()) == []
+    _interrupt_long_run(tmp_path, [first, second], code)
