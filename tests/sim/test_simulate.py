@@ -150,8 +150,8 @@ def test_bad_input_names_the_field(kw, field):
 
 
 def test_push_protocol_removes_the_round_trip_on_hits_only():
-    """push: an all-hit round costs the verification alone (the cache arrived during it), reply: the
-    verification plus the outcome and the answer on the link; when every round misses both wait for the
+    """push: an all-hit round costs the verification and the verifier's outcome send (the cache arrived
+    during it), reply: also the answer's send (21 vs 22 ms); when every round misses both wait for the
     backup speculation, so they agree."""
     w = Workload(num_sequences=8, output_tokens=256, prompt_tokens=64)
     spec = SpecConfig(mode="ssd", k=4, budget=20, batch_size=1, backup="neural")
@@ -159,7 +159,7 @@ def test_push_protocol_removes_the_round_trip_on_hits_only():
     reply, push = (simulate(hits, spec, w, seed=3, protocol=p) for p in ("reply", "push"))
     assert reply.hit_rate > 0.99 and push.hit_rate > 0.99
     assert push.tokens_per_round == pytest.approx(reply.tokens_per_round, rel=0.02)
-    assert push.tokens_per_s_per_seq / reply.tokens_per_s_per_seq == pytest.approx(0.022 / 0.020, rel=0.02)
+    assert push.tokens_per_s_per_seq / reply.tokens_per_s_per_seq == pytest.approx(0.022 / 0.021, rel=0.01)
     misses = toy(c=1.0, r=0.0, link=0.001)             # nothing cached: every round takes the backup
     reply, push = (simulate(misses, spec, w, seed=3, protocol=p) for p in ("reply", "push"))
     assert push.hit_rate < 0.01
