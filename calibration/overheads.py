@@ -2,7 +2,7 @@
 
 Each kind (``KINDS``) has a line ``base + per_token * tokens`` (tokens = batch width * new tokens of that
 forward, at the width the executor really runs: finished rows ride along), fitted separately for greedy
-(T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range. ``draft_round``: the
+(T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor). ``draft_round``: the
 draft process's own time per SSD round beyond its forwards (receiving, settling, looking up, sending), as a
 median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds).
 """
@@ -46,27 +46,15 @@ class ExecutorCosts:
         check_number("profile.executor.draft_round.stall_frac", self.draft_round.get("stall_frac", 0.0), 0.0, 1.0)
 
     def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0) -> float:
-        """Overhead (s, >= 0) of one forward of this kind; a kind not fitted in the sampled regime takes the
-        greedy line plus the mean sampled-minus-greedy difference of that side's kinds fitted in both."""
-        tokens = batch * new_tokens
-        regime = "sampled" if temperature > 0 else "greedy"
-        line = self.lines.get(regime, {}).get(kind)
-        if line is None:
-            line = self.lines.get("greedy", {}).get(kind) or self.lines.get("sampled", {}).get(kind)
-            if line is None:
-                return 0.0
-            extra = self.sampling_extra(kind, tokens) if regime == "sampled" else 0.0
-            return max(0.0, line[0] + line[1] * tokens + extra)
-        return max(0.0, line[0] + line[1] * tokens)
+        """Overhead (s; negative when the executor beats the microbenchmark) of one forward of this kind at
+        this width; a kind fitted in one regime only uses that regime's line (0 when never fitted)."""
+        regime, other = ("sampled", "greedy") if temperature > 0 else ("greedy", "sampled")
+        line = self.lines.get(regime, {}).get(kind) or self.lines.get(other, {}).get(kind)
+        return 0.0 if line is None else line[0] + line[1] * batch * new_tokens
 
-    def sampling_extra(self, kind: str, tokens: int) -> float:
-        """Mean (sampled - greedy) overhead over the same side's kinds fitted in both regimes (0: none)."""
-        side = _DRAFT_KINDS if kind in _DRAFT_KINDS else tuple(k for k in KINDS if k not in _DRAFT_KINDS)
-        g, s = self.lines.get("greedy", {}), self.lines.get("sampled", {})
-        both = [k for k in side if k in g and k in s]
-        if not both:
-            return 0.0
-        return sum((s[k][0] - g[k][0]) + (s[k][1] - g[k][1]) * tokens for k in both) / len(both)
+    def with_draft_round(self, draft_round: dict) -> ExecutorCosts:
+        """A copy with the draft's per-round time replaced."""
+        return ExecutorCosts(lines=self.lines, draft_round=dict(draft_round))
 
     def draft_round_mean(self) -> float:
         """Mean per-round draft-side overhead: median + stall_frac * stall_s."""

@@ -48,14 +48,14 @@ class RoundCosts:
     def verify(self, batch: int, context: float) -> float:
         """One verification of K+1 tokens per sequence."""
         k = self.spec.k
-        return self.profile.target(batch, k + 1, context) + self._over("verify", batch, k + 1)
+        return max(0.0, self.profile.target(batch, k + 1, context) + self._over("verify", batch, k + 1))
 
     def ar_step(self, batch: int, context: float) -> float:
-        return self.profile.target(batch, 1, context) + self._over("ar_step", batch, 1)
+        return max(0.0, self.profile.target(batch, 1, context) + self._over("ar_step", batch, 1))
 
     def draft_step(self, batch: int, context: float) -> float:
         """One SD draft step (sampling and the draft's catch-up included in the executor's overhead)."""
-        return self.profile.draft(batch, 1, context) + self._over("draft_step", batch, 1)
+        return max(0.0, self.profile.draft(batch, 1, context) + self._over("draft_step", batch, 1))
 
     def sd_round(self, batch: int, context: float) -> float:
         return self.spec.k * self.draft_step(batch, context) + self.verify(batch, context)
@@ -71,9 +71,9 @@ class RoundCosts:
         """Cache build on one draft device (glue + fork + K tree steps over `width` branches), without the
         draft's per-round time."""
         k, draft = self.spec.k, self.profile.draft
-        glue = draft(batch, k + 1, context) + self._over("glue", batch, k + 1)
-        tree = draft(batch, width, context) + self._over("tree_step", batch, width)
-        return glue + self._over("fork", batch, k + 1) + k * tree
+        glue = max(0.0, draft(batch, k + 1, context) + self._over("glue", batch, k + 1))
+        tree = max(0.0, draft(batch, width, context) + self._over("tree_step", batch, width))
+        return glue + max(0.0, self._over("fork", batch, k + 1)) + k * tree
 
     def draft_round(self) -> tuple[float, float, float]:
         """(median, stall, stall fraction) of the draft's own per-round time (zeros when not fitted)."""
@@ -89,7 +89,7 @@ class RoundCosts:
         """Backup speculation: fast = profile.fast_backup_s; neural = K draft steps."""
         if fast:
             return self.profile.fast_backup_s
-        return self.spec.k * (self.profile.draft(batch, 1, context) + self._over("backup_step", batch, 1))
+        return self.spec.k * max(0.0, self.profile.draft(batch, 1, context) + self._over("backup_step", batch, 1))
 
     def message(self, batch: int, down: bool) -> tuple[int, float]:
         """(bytes, seconds) of the speculation (down) or outcome message of a batch."""
