@@ -108,8 +108,16 @@ def resolve(spec: SpecConfig, profile: Profile, batch_size: int | None = None,
                         split_width(branches, spec.draft_devices), profile.name)
 
 
-def default_profile() -> Profile:
-    """The stated default the executor resolves with when it has no measured profile (a shipped preset)."""
+def run_profile(profile: object = None) -> tuple[Profile, str]:
+    """The profile a real run resolves with, and a line saying which: a Profile, a preset name or profile
+    JSON path, or None = the shipped DEFAULT_PROFILE (stated as such: no measured profile was given)."""
     from calibration.profile import load_preset
 
-    return load_preset(DEFAULT_PROFILE)
+    if isinstance(profile, Profile):
+        return profile, f"profile {profile.name!r} (given)"
+    if profile is None:
+        return load_preset(DEFAULT_PROFILE), f"default profile {DEFAULT_PROFILE!r} (no measured profile given)"
+    if not isinstance(profile, str):
+        raise ConfigError("profile", f"expected a preset name, a profile JSON path or a Profile, got "
+                          f"{type(profile).__name__}", "a preset name | a .json path | calibration.Profile")
+    return load_preset(profile), f"profile {profile!r} (given)"
