@@ -12,7 +12,7 @@ import numpy as np
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
-from calibration.fit_executor import draft_round, effective_link_s, fit_executor_costs
+from calibration.fit_executor import draft_round, effective_link_s, fit_executor_costs, verifier_lookup_s
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import fit_latency
 from calibration.measurements import Measurements
@@ -199,7 +199,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     else:
         raise ConfigError("measurements.rounds", "no SD/SSD run rounds to fit acceptance and hit curves",
                           "Measurements from saguaro_exec.run, or pass base=<Profile>")
-    costs = None
+    costs, push = None, []
     if executor and runs:
         prov["executor_runs"] = {"mode": mode, "temperature": temperature, "n": len(runs),
                                  "used": sorted({f"{r.mode}@T={r.temperature}" for r in runs})}
@@ -213,7 +213,9 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         if m_eff is not None:
             prov["link_microbench_s"] = link_s
             link_s, bps = m_eff, 0.0
-    gap = base.verifier_gap_s if base is not None and not (executor and runs) else 0.0
+    gap = base.verifier_gap_s if base is not None else 0.0
+    if executor and runs:
+        gap, prov["verifier_lookup"] = verifier_lookup_s(push)
     fast = _fast_backup_s(runs)
     fast = fast if fast is not None else (base.fast_backup_s if base else 0.0)
     fast_acc, prov["fast_backup_fit"] = fit_fast_backup(runs)

@@ -133,7 +133,8 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
 def draft_round(runs: list[RunRounds]) -> tuple[dict, dict]:
     """The draft's own time per SSD round beyond glue + fork + tree + backup, from push-protocol rounds the
     draft bound (its forwards took longer than the verification and the verifier's send, so the round's
-    period is the draft's cycle; reply rounds cannot tell it from message time): median, and the stall tail
+    period is the draft's cycle less the cache's send, about the verifier's; reply rounds cannot tell it from
+    message time): median, and the stall tail
     (rounds over max(2 x median, median + STALL_MIN_S)): its share and mean excess."""
     over = []
     for run in runs:
@@ -143,7 +144,7 @@ def draft_round(runs: list[RunRounds]) -> tuple[dict, dict]:
             work = sum(_g(row, k) for k in ("glue_s", "fork_s", "tree_s", "backup_s"))
             span = _g(row, "t1") - _g(row, "t0")
             if work > _g(row, "verify_s") + _g(row, "msg_s") and _g(row, "verify_s") > 0 and span > 0:
-                over.append(max(0.0, span - work))
+                over.append(max(0.0, span - work - _g(row, "msg_s")))   # the cache's send is modelled apart
     if not over:
         return {}, {"n": 0}
     o = np.asarray(over)
@@ -189,3 +190,16 @@ def effective_link_s(runs: list[RunRounds], link_s: float = 0.0, draft_round_s: 
     return lo, {"n": len(obs), "one_way_s": lo, "mean_round_s": goal, "mean_verify_s": float(v.mean()),
                 "mean_build_s": float(build.mean()), "build_bound_share": float(np.mean(build > v + lo)),
                 "from": "reply runs: mean round"}
+
+
+def verifier_lookup_s(runs: list[RunRounds]) -> tuple[float, dict]:
+    """Push protocol: the verifier's own time receiving a pushed cache and looking the outcome up, the median
+    wait of hit rounds the verification clearly bound (draft forwards under 70% of it, so the cache had
+    arrived and the wait is the verifier's own work); 0 when no round was verify-bound."""
+    waits = [_g(row, "wait_s") for run in runs if run.mode == "ssd" and run.protocol == "push"
+             for row in steady_rounds(run) if _g(row, "verify_s") > 0 and not any(row.get("from_backup") or [])
+             and sum(_g(row, k) for k in ("glue_s", "fork_s", "tree_s")) < 0.7 * _g(row, "verify_s")]
+    if not waits:
+        return 0.0, {"n": 0}
+    return float(np.median(waits)), {"n": len(waits), "median_s": float(np.median(waits)),
+                                     "mean_s": float(np.mean(waits))}

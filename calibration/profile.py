@@ -36,7 +36,7 @@ class Profile:
     hits: HitCurve = field(default_factory=lambda: HitCurve.power_law(0.3, 0.5))
     link_bytes_per_s: float = 0.0
     fast_backup_s: float = 0.0
-    verifier_gap_s: float = 0.0     # SSD: extra verifier time between verifications (old profiles; fits write 0)
+    verifier_gap_s: float = 0.0     # SSD push: the verifier receiving the pushed cache and looking the outcome up
     vocab_size: int = 128256
     provenance: dict = field(default_factory=dict)
     fast_backup_acceptance: AcceptanceModel | None = None

@@ -134,6 +134,7 @@ class RoundTimes:
     build_miss: float = 0.0   # the same when some row's speculation came from the backup (after-miss schedule)
     msg_cache: float = 0.0    # push: the pushed cache
     push: bool = False
+    lookup: float = 0.0       # push: the verifier receiving the cache and looking the outcome up
 
 
 def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool,
@@ -154,8 +155,9 @@ def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, 
         backup = c.backup(batch, context, fast)
         up, down = c.message(batch, False)[1], c.message(batch, True)[1]
         cache = c.cache_message(batch, c.tree_width(False))[1] if rs.protocol == "push" else 0.0
+    push = spec.mode == "ssd" and rs.protocol == "push"
     return RoundTimes(verify, c.ar_step(batch, context), c.draft_step(batch, context), build, backup, up, down,
-                      build_miss or build, cache, rs.protocol == "push")
+                      build_miss or build, cache, push, profile.verifier_gap_s if push else 0.0)
 
 
 def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int) -> float:
@@ -165,12 +167,16 @@ def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int) -> float:
     has arrived, max(V + up, T_p), then sends the speculation (+ down); if any sequence of the batch missed,
     the backup comes first (+ T_b). With T_p <= V + up this is Corollary 16's denominator p^b max(1, T_p) +
     (1 - p^b)(1 + T_b). Push: an all-hit round is max(V + up, T_p + cache send); a round with a miss adds the
-    backup and its speculation's send. A round after a miss builds the after-miss schedule's tree.
+    backup and its speculation's send; the verifier's lookup in the received cache (L = verifier_gap_s)
+    follows the cache's arrival and overlaps the next build: hit rounds max(V + up + L, T_p + cache), miss
+    rounds max(V + up, T_p + cache) + max(L, T_b + down). A round after a miss builds the after-miss tree.
     """
     q = p_hit ** batch
+    if rt.push:   # the verifier's lookup overlaps the draft's next build (it already has the outcome)
+        hit = max(rt.verify + rt.msg_up + rt.lookup, rt.build + rt.msg_cache)
+        miss = max(rt.verify + rt.msg_up, rt.build_miss + rt.msg_cache) + max(rt.lookup, rt.backup + rt.msg_down)
+        return q * hit + (1.0 - q) * miss
     build = q * rt.build + (1 - q) * rt.build_miss
-    if rt.push:
-        return max(rt.verify + rt.msg_up, build + rt.msg_cache) + (1.0 - q) * (rt.backup + rt.msg_down)
     return max(rt.verify + rt.msg_up, build) + rt.msg_down + (1.0 - q) * rt.backup
 
 

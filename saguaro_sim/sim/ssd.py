@@ -10,9 +10,9 @@ draft steps; fast: profile.fast_backup_s) when any sequence missed, busy while s
 building takes longer than verification, the verifier waits.
 
 push=True models the executor's push protocol: the lead sends its whole cache (the speculation message's
-bytes per branch) as soon as it is built; after a round in which every sequence hit, the verifier starts
-the next verification once that cache has arrived, with no round trip; after a miss it waits for the backup
-speculation as in reply.
+bytes per branch) as soon as it is built; the verifier receives it and looks the outcome up
+(profile.verifier_gap_s); after a round in which every sequence hit it starts the next verification at once,
+with no round trip; after a miss it waits for the backup speculation as in reply.
 """
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ class SSDEngine(Engine):
             if t > 0:
                 yield env.timeout(t)             # the verifier's own work between verifications: the send
             self.link.deliver(self.to_speculator, any_miss, t, "outcome", nbytes)
-            if self.profile.verifier_gap_s > 0:  # older profiles' fitted verifier gap
-                yield env.timeout(self.profile.verifier_gap_s)
             if self.push:
                 yield self.caches.get()          # this round's cache (arrived during the verification, usually)
+                if self.profile.verifier_gap_s > 0:   # receiving it and looking the outcome up: verifier work
+                    yield env.timeout(self.profile.verifier_gap_s)
                 if not any_miss:
                     continue                     # every sequence hit: verify the cached speculation at once
             yield self.to_verifier.get()

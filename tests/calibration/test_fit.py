@@ -429,30 +429,53 @@ def test_fast_backup_tail_pooled_past_the_well_sampled_positions():
     assert fit_fast_backup([neural])[0] is None
 
 
-def test_push_runs_fit_the_draft_round_and_the_send_not_a_verifier_gap():
-    """Push-protocol SSD rounds bound by the draft: its own per-round time (0.3 ms, a 3 ms stall in every
-    fifth round) is fitted on the draft side, the verifier's outcome send (0.15 ms) as the message time, no
-    verifier gap; the simulated push round then matches the measured mean period."""
-    from saguaro_sim import SpecConfig, Workload, simulate
-
-    k, rows, t = 2, [], 0.0
-    for i in range(100):
-        over = 0.0033 if i % 5 == 0 else 0.0003
-        span = 0.001 + 0.0003 + 0.004 + over
-        rows.append({"t0": t, "t1": t + span, "batch": 1, "verify_s": 0.004, "wait_s": span - 0.00415,
-                     "msg_s": 0.00015, "glue_s": 0.001, "fork_s": 0.0003, "tree_s": 0.004, "backup_s": 0.0,
+def _push_rows(n, verify, wait_of, over_of, glue=0.001, fork=0.0003, tree=0.004, msg=0.00015):
+    rows, t = [], 0.0
+    for i in range(n):
+        work = glue + fork + tree
+        span = max(work + msg + over_of(i), verify + msg + wait_of(i))
+        rows.append({"t0": t, "t1": t + span, "batch": 1, "verify_s": verify, "wait_s": span - verify - msg,
+                     "msg_s": msg, "glue_s": glue, "fork_s": fork, "tree_s": tree, "backup_s": 0.0,
                      "accepted": [i % 3], "from_backup": [False], "bonus_rank": [0], "context": [50]})
         t += span
-    meta = {"spec": {"mode": "ssd", "k": k, "temperature": 0.0}, "fanout": [2, 2, 2], "ssd_protocol": "push"}
-    p = fit(grid(), Measurements(meta=meta, rounds=rows))
+    return rows, t / n
+
+
+PUSH_META = {"spec": {"mode": "ssd", "k": 2, "temperature": 0.0}, "fanout": [2, 2, 2], "ssd_protocol": "push"}
+
+
+def test_push_runs_fit_the_draft_round_and_the_send_not_a_verifier_gap():
+    """Push-protocol SSD rounds bound by the draft: its own per-round time beyond the forwards and the cache's
+    send (0.3 ms, a 3 ms stall in every fifth round) is fitted on the draft side, the verifier's outcome
+    send (0.15 ms) as the message time, and no verifier gap (its wait is the draft's); the simulated push
+    round then matches the measured mean period."""
+    from saguaro_sim import SpecConfig, Workload, simulate
+
+    rows, measured = _push_rows(100, 0.004, lambda i: 0.0, lambda i: 0.0033 if i % 5 == 0 else 0.0003)
+    p = fit(grid(), Measurements(meta=PUSH_META, rounds=rows))
     d = p.executor.draft_round
     assert d["median_s"] == pytest.approx(0.0003, rel=0.01)
     assert d["stall_frac"] == pytest.approx(0.2, abs=0.011) and d["stall_s"] == pytest.approx(0.003, rel=0.01)
-    assert p.verifier_gap_s == 0.0
+    assert p.verifier_gap_s == 0.0 and p.provenance["verifier_lookup"]["n"] == 0
     assert p.link_s == pytest.approx(0.00015, rel=0.01)
-    spec = SpecConfig(mode="ssd", k=k, fanout=(2, 2, 2), backup="neural")
+    spec = SpecConfig(mode="ssd", k=2, fanout=(2, 2, 2), backup="neural")
     hits = p.with_(hits=HitCurve.power_law(0.0, 0.5))            # every round hits, as in the rows
     res = simulate(hits, spec, Workload(num_sequences=1, output_tokens=2000, prompt_tokens=50), seed=0,
                    protocol="push")
-    measured = t / len(rows)
-    assert res.sim_time_s / res.rounds == pytest.approx(measured + p.link_s, rel=0.05)   # + the cache's send
+    assert res.sim_time_s / res.rounds == pytest.approx(measured, rel=0.05)
+
+
+def test_push_runs_bound_by_verification_fit_the_verifiers_lookup():
+    """Verify-bound push rounds (forwards 5.3 ms, verification 9 ms): the verifier's wait (0.5 ms, receiving
+    the cache and looking the outcome up) is its own work: verifier_gap_s, and the simulated round is
+    verify + send + lookup."""
+    from saguaro_sim import SpecConfig, Workload, simulate
+
+    rows, measured = _push_rows(60, 0.009, lambda i: 0.0005 + 0.0001 * (i % 2), lambda i: 0.0003)
+    p = fit(grid(), Measurements(meta=PUSH_META, rounds=rows))
+    assert p.verifier_gap_s == pytest.approx(0.00055, abs=6e-5) and p.provenance["draft_round"]["n"] == 0
+    assert Profile.from_dict(p.to_dict()).verifier_gap_s == p.verifier_gap_s
+    spec = SpecConfig(mode="ssd", k=2, fanout=(2, 2, 2), backup="neural")
+    res = simulate(p.with_(hits=HitCurve.power_law(0.0, 0.5)), spec,
+                   Workload(num_sequences=1, output_tokens=2000, prompt_tokens=50), seed=0, protocol="push")
+    assert res.sim_time_s / res.rounds == pytest.approx(measured, rel=0.03)

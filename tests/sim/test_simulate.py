@@ -192,10 +192,11 @@ def _with_executor(p, draft_round=None):
                                                  (0.005, 2, "neural")])
 def test_closed_forms_match_the_simulation_with_executor_costs(protocol, draft, batch, backup):
     """Per-kind executor overheads (linear in the batch width), a draft per-round time with a stall tail, a
-    link, both protocols, verify-bound (draft 1 ms) and build-bound (draft 5 ms): the closed forms' mean
+    link, the push verifier's lookup, both protocols, verify-bound (draft 1 ms) and build-bound (draft 5 ms):
+    the closed forms' mean
     round agrees with the simulation within 2% (stalls only where the build binds: the mean then adds)."""
     stalls = {"median_s": 0.0004, "stall_s": 0.003, "stall_frac": 0.2} if draft > 0.002 else {"median_s": 0.0004}
-    p = _with_executor(toy(alpha=0.75, draft=draft, c_backup=0.6, link=0.0003), stalls)
+    p = _with_executor(toy(alpha=0.75, draft=draft, c_backup=0.6, link=0.0003), stalls).with_(verifier_gap_s=0.0005)
     spec = SpecConfig(mode="ssd", k=4, budget=20, batch_size=batch, backup=backup)
     sim = simulate(p, spec, W, seed=1, protocol=protocol)
     pred = predict(p, spec, W, protocol=protocol)
