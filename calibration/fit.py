@@ -201,8 +201,11 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
                           "Measurements from saguaro_exec.run, or pass base=<Profile>")
     costs, push = None, []
     if executor and runs:
-        prov["executor_runs"] = {"mode": mode, "temperature": temperature, "n": len(runs),
-                                 "used": sorted({f"{r.mode}@T={r.temperature}" for r in runs})}
+        mine = [r for r in runs if mode is None or r.mode == mode] or runs
+        prov["executor_runs"] = {"mode": mode, "temperature": temperature, "n": len(mine),
+                                 "used": sorted({f"{r.mode}@T={r.temperature}" for r in mine}),
+                                 "kinds_they_lack_from": sorted({f"{r.mode}@T={r.temperature}" for r in runs
+                                                                 if r not in mine})}
         costs, prov["executor_fit"] = fit_executor_costs(models["target"], models["draft"], runs, mode)
         ssd_like = runs_like(runs, "ssd", temperature)
         push = [r for r in ssd_like if r.protocol == "push"]
