@@ -5,7 +5,11 @@ floor (spread between repeats of the same config) is computed in the same run an
 Reports median / worst |predicted - measured| / measured tokens/s, the errors beyond each config's own noise,
 the Spearman rank correlation, and the optimizer's choice against the best measured configuration.
 
-    .venv/bin/python bench/bench_fidelity.py [--repeats 3] [--tokens 64] [--prompts 8] [--save DIR] [--out F]
+Load average and CPU steal time (/proc/stat) are recorded at the start and the end; each config's rows carry
+its measured phase breakdown (mean seconds per steady round) next to the predicted round.
+
+    .venv/bin/python bench/bench_fidelity.py --save DIR --out F      # full: 21 tests x 5 repeats (~25 min)
+    .venv/bin/python bench/bench_fidelity.py --quick --save DIR      # smoke run (~2 min): 4 tests x 2 repeats
     .venv/bin/python bench/bench_fidelity.py --replay --save DIR    # refit and compare saved runs only
 """
 
@@ -22,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fidelity_configs import CALIBRATION, QUICK_CALIBRATION, QUICK_TESTS, TESTS, coverage  # noqa: E402
 from bench.fidelity_stats import (  # noqa: E402
     beyond_noise,
     error_summary,
@@ -39,37 +44,8 @@ from saguaro_sim import SpecConfig, Workload  # noqa: E402
 from saguaro_sim.optimize import optimize  # noqa: E402
 from saguaro_sim.search import Constraints  # noqa: E402
 
-S = SpecConfig
-CALIBRATION = [  # what the fit sees: acceptance/hits at both temperatures, C < 1, fast backup, SD and AR steps.
-    # the largest SSD K is 6, the largest K tested: the hit table's row at 6 holds all-accepted outcomes
-    S(mode="ssd", k=6, budget=24, temperature=0.0),
-    S(mode="ssd", k=6, budget=24, temperature=0.7),
-    S(mode="ssd", k=2, budget=6, temperature=0.0),  # a small tree too: executor costs at a second width
-    S(mode="ssd", k=2, budget=6, temperature=0.7),
-    S(mode="ssd", k=6, budget=24, temperature=0.7, sampler_c=0.5),
-    S(mode="ssd", k=6, budget=24, temperature=0.7, backup="fast", batch_size=2),
-    S(mode="sd", k=4, temperature=0.0),
-    S(mode="ar", k=0, batch_size=2),
-    S(mode="ssd", k=6, budget=24, temperature=0.0, backup="fast", batch_size=2),  # fast-backup acceptance at T=0
-]
 CHOICE = "optimizer choice"
-TESTS = [  # configurations the fit did not see
-    ("ssd k2 geo T0 b1", S(mode="ssd", k=2, budget=12, temperature=0.0)),
-    ("ssd k6 geo T0 b1", S(mode="ssd", k=6, budget=28, temperature=0.0)),
-    ("ssd k3 uni T0 b1", S(mode="ssd", k=3, budget=16, fanout_shape="uniform", temperature=0.0)),
-    ("ssd k5 geo T0.7 b1", S(mode="ssd", k=5, budget=24, temperature=0.7)),
-    ("ssd k3 uni T0.7 b1", S(mode="ssd", k=3, budget=8, fanout_shape="uniform", temperature=0.7)),
-    ("ssd k4 C0.7 T0.7 b1", S(mode="ssd", k=4, budget=16, temperature=0.7, sampler_c=0.7)),
-    ("ssd k4 fast T0 b1", S(mode="ssd", k=4, budget=16, temperature=0.0, backup="fast")),
-    ("ssd k3 neural T0 b2", S(mode="ssd", k=3, budget=16, temperature=0.0, batch_size=2)),
-    ("ssd k3 fast T0.7 b4", S(mode="ssd", k=3, budget=16, temperature=0.7, backup="fast", batch_size=4)),
-    ("ssd k4 neural T0.7 b4", S(mode="ssd", k=4, budget=20, temperature=0.7, batch_size=4)),
-    ("sd k2 T0.7 b1", S(mode="sd", k=2, temperature=0.7)),
-    ("sd k6 T0 b1", S(mode="sd", k=6, temperature=0.0)),
-    ("sd k3 T0 b4", S(mode="sd", k=3, temperature=0.0, batch_size=4)),
-    ("ar T0 b1", S(mode="ar", k=0, temperature=0.0)),
-    ("ar T0.7 b4", S(mode="ar", k=0, temperature=0.7, batch_size=4)),
-]
+PHASES = ("verify_s", "wait_s", "msg_s", "glue_s", "fork_s", "tree_s", "backup_s", "draft_reply_s")
 
 
 def _slug(name: str) -> str:
@@ -99,11 +75,12 @@ def collect(args: argparse.Namespace, save: Path) -> None:
         rep.measurements.to_json(save / file)
         print(f"{file:40s} {measured(rep)['tokens_per_s']:8.1f} tok/s", flush=True)
 
-    load0, t0 = os.getloadavg(), time.perf_counter()
+    load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
     ctxs = (workload.prompt_tokens, workload.prompt_tokens + args.tokens // 2, workload.prompt_tokens + args.tokens)
-    grid = profile_pair(target, draft, contexts=ctxs, threads=args.threads, repeats=7, link=False)
+    grid = profile_pair(target, draft, contexts=ctxs, threads=args.threads, repeats=3 if args.quick else 7,
+                        batches=(1, 2, 4) if args.quick else (1, 2, 4, 8))   # the link is profiled with messages
     grid.to_json(save / "grid.json")
-    calib = {f"calib_{j}": spec for j, spec in enumerate(CALIBRATION)}
+    calib = {f"calib_{j}": spec for j, spec in enumerate(_calibration(args))}
     order = interleaved_order(list(calib), [name for name, _ in _tests(args)] + [CHOICE], args.repeats, args.seed)
     specs: dict[str, SpecConfig] = dict(calib)
     for i, names in enumerate(order):
@@ -111,10 +88,31 @@ def collect(args: argparse.Namespace, save: Path) -> None:
             if name not in specs:  # pass 0, calibration done: pin the tests and pick the optimizer's choice
                 specs.update(_pinned(grid, _load(save, "calib_*_p0"), workload, _tests(args)))
             real(specs[name], _file(name, i))
+    cpu1 = cpu_times()
     dump_json(save / "collect.json", {"load_average_start": load0, "load_average_end": os.getloadavg(),
+                                      "cpu_start": cpu0, "cpu_end": cpu1, "steal_share": steal_share(cpu0, cpu1),
+                                      "quick": bool(args.quick), "tests_run": [n for n, _ in _tests(args)],
                                       "collect_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
                                       "tokens": args.tokens, "prompts": len(prompts), "threads": args.threads,
                                       "repeats": args.repeats, "seed": args.seed, "order": order})
+
+
+def cpu_times() -> dict | None:
+    """The aggregate `cpu` line of /proc/stat (clock ticks: user .. steal), None where there is none."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    return {n: int(v) for n, v in zip(names, fields[1:9])} if fields[0] == "cpu" else None
+
+
+def steal_share(a: dict | None, b: dict | None) -> float | None:
+    """Share of CPU time stolen by the hypervisor between two cpu_times() snapshots."""
+    if not a or not b:
+        return None
+    total = sum(b.values()) - sum(a.values())
+    return (b.get("steal", 0) - a.get("steal", 0)) / total if total > 0 else 0.0
 
 
 def speed_probe(target: str, draft: str, threads: int):
@@ -163,14 +161,32 @@ def _pinned(grid: Measurements, calib: list[Measurements], workload: Workload,
     profiles = fit_modes(grid, calib, "fidelity", 0.0)  # as autotune does: per-mode costs
     predictor, simulator = by_mode(profiles)
     plan = optimize(profiles["ssd"], workload, batch_size=1, temperature=0.0, predictor=predictor,
-                    simulator=simulator, constraints=Constraints(k_range=(1, 6), max_budget=64))
+                    simulator=simulator, constraints=Constraints(k_range=(1, 8), max_budget=64))
     out[CHOICE] = pin(spec_of_row(plan.table[0]), profiles["ssd"], workload)
     return out
 
 
 def _tests(args: argparse.Namespace) -> list[tuple[str, SpecConfig]]:
-    """The test configs of this run: all of TESTS, or the first --tests of them (a quick check)."""
-    return TESTS[:args.tests] if args.tests else TESTS
+    """The test configs of this run: all of TESTS, QUICK_TESTS with --quick, or the first --tests of them."""
+    tests = [(n, s) for n, s in TESTS if n in QUICK_TESTS] if args.quick else TESTS
+    return tests[:args.tests] if args.tests else tests
+
+
+def _calibration(args: argparse.Namespace) -> list[SpecConfig]:
+    return QUICK_CALIBRATION if args.quick else CALIBRATION
+
+
+def phases(runs: list[Measurements]) -> dict:
+    """Mean seconds per steady round (each batch's first round left out) of each measured phase, over repeats."""
+    from calibration.fit import run_of
+    from calibration.fit_acceptance import steady_rounds
+
+    rows = [r for m in runs if (run := run_of(m)) is not None for r in steady_rounds(run)]
+    if not rows:
+        return {}
+    out = {k: float(np.mean([float(r.get(k) or 0.0) for r in rows])) for k in PHASES}
+    out["round_s"] = float(np.mean([r["t1"] - r["t0"] for r in rows]))
+    return out
 
 
 def _workload(args: argparse.Namespace) -> tuple[list[str], Workload]:
@@ -222,6 +238,8 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     calibration runs only, and the predictions' median is compared).
     """
     _, workload = _workload(args)
+    state = json.loads((save / "collect.json").read_text())
+    tests = [(n, sp) for n, sp in TESTS if n in state["tests_run"]] if "tests_run" in state else _tests(args)
     grid = Measurements.from_json(save / "grid.json")
     n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
     calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
@@ -247,12 +265,13 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
             preds = [{**p, "tokens_per_s": p["tokens_per_s"] / f} for p in preds]
         out = compare(name, runs, preds)
         out["drift"] = f
+        out["measured_phases"] = phases(runs)
         return out
 
-    rows = [row(name) for name, _ in _tests(args)]
+    rows = [row(name) for name, _ in tests]
     for r in rows:
         _print_row(r)
-    adj = [row(name, adjust=True) for name, _ in _tests(args)]
+    adj = [row(name, adjust=True) for name, _ in tests]
     adjusted = error_summary(adj) if all(r["drift"] is not None for r in adj) else None
     if adjusted is not None:
         print("drift-adjusted (prediction / the machine's speed drift measured by the probe):")
@@ -273,14 +292,18 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
                "calibration_noise_floor": noise_floor(calib_spread),
                "executor_calibration": "none" if args.bare else "all runs" if args.single else "per mode and T",
                "calibration_pairing": "per pass" if args.paired else "pooled",
-               "drift_adjusted": adjusted,
-               **json.loads((save / "collect.json").read_text())}
+               "drift_adjusted": adjusted, "coverage": coverage(tests),
+               "targets_met": targets_met(error_summary(rows), choice_meas, top["measured"]["tokens_per_s"], state),
+               **state}
     nf = summary["noise_floor"]
     print(f"tokens/s error: median {100 * summary['median_abs_rel_error']:.1f}% (noise floor "
           f"{100 * nf['median_spread']:.1f}%), worst {100 * summary['max_abs_rel_error']:.1f}% {summary['worst']} "
           f"(noisiest {100 * nf['max_spread']:.1f}% {nf['worst']}); beyond noise: median "
           f"{100 * summary['median_beyond_noise']:.1f}%, worst {100 * summary['max_beyond_noise']:.1f}% "
-          f"{summary['worst_beyond_noise']}; Spearman {summary['spearman']:.2f}; {n_pass} repeats")
+          f"{summary['worst_beyond_noise']}; Spearman {summary['spearman']:.2f}; {n_pass} repeats; load "
+          f"{state['load_average_start'][0]:.2f} -> {state['load_average_end'][0]:.2f}, steal "
+          f"{_pct(state.get('steal_share'))}")
+    print("targets (issue 12):", json.dumps(summary["targets_met"]))
     print(json.dumps({k: v for k, v in summary.items() if k != "order"}, indent=1))
     if adjusted is not None:
         print(f"drift-adjusted tokens/s error: median {100 * adjusted['median_abs_rel_error']:.1f}%, worst "
@@ -289,14 +312,30 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
             "profiles": {str(k): p.to_dict() for k, p in cache.items()}}
 
 
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
+def targets_met(s: dict, choice: float, best: float, state: dict) -> dict:
+    """Issue 12's targets, each True/False, and whether the box was quiet enough for them to count."""
+    steal = state.get("steal_share")
+    return {"quiet_box": state["load_average_start"][0] < 1 and (steal is None or steal < 0.05),
+            "median_le_5pct": s["median_abs_rel_error"] <= 0.05, "worst_le_15pct": s["max_abs_rel_error"] <= 0.15,
+            "spearman_ge_0.95": s["spearman"] >= 0.95, "configs_ge_15": s["configs"] >= 15,
+            "choice_within_5pct_of_best": choice >= 0.95 * best,
+            "tokens_per_round_median_le_3pct": s["tokens_per_round_median_rel_error"] <= 0.03}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Collect (unless --replay) into a folder of Measurements, then evaluate; optionally save the numbers."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=64, help="new tokens per prompt (default 64)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run (~2 min): 6 calibration + 4 test configs, 2 repeats, 32 tokens, 4 prompts")
+    ap.add_argument("--tokens", type=int, default=96, help="new tokens per prompt (default 96)")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per run (default 8, the built-in set)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="measurements per config, interleaved and summarised by the median (default 3)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="measurements per config, interleaved and summarised by the median (default 5)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the per-pass shuffles (pass i uses seed + i)")
     ap.add_argument("--tests", type=int, default=0, help="only the first N test configs (a quick check; 0 = all)")
     ap.add_argument("--save", default="fidelity-runs", help="folder for the runs' Measurements (default fidelity-runs)")
@@ -308,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="one profile for every config (default: executor costs calibrated per mode and temperature)")
     ap.add_argument("--out", help="write every number as JSON here")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.tokens, args.prompts, args.repeats = min(args.tokens, 32), min(args.prompts, 4), min(args.repeats, 2)
     save = Path(args.save)
     if not args.replay:
         save.mkdir(parents=True, exist_ok=True)

@@ -12,15 +12,9 @@ import numpy as np
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
+from calibration.fit_executor import draft_round, effective_link_s, fit_executor_costs, verifier_lookup_s
 from calibration.fit_hits import fit_hits
-from calibration.fit_latency import (
-    effective_link_s,
-    executor_rows,
-    fit_latency,
-    fit_overhead,
-    verifier_gap_s,
-    with_overhead,
-)
+from calibration.fit_latency import fit_latency
 from calibration.measurements import Measurements
 from calibration.profile import Profile, placement_of
 
@@ -71,7 +65,9 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
                      budget=int(budget) if budget else None, draft_devices=int(spec.get("draft_devices", 1)),
                      sampler_c=float(spec.get("sampler_c", 1.0)), mode=str(spec.get("mode", "ssd")),
                      backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=rounds,
-                     top_n=int(top_n) if top_n else None, protocol=str(m.meta.get("ssd_protocol") or "reply"))
+                     top_n=int(top_n) if top_n else None, protocol=str(m.meta.get("ssd_protocol") or "reply"),
+                     fanout=tuple(fan) if fan else None,
+                     fanout_miss=tuple(m.meta["fanout_miss"]) if m.meta.get("fanout_miss") else None)
 
 
 def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
@@ -152,11 +148,12 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
 
     Pass each run as its own Measurements (its meta holds the spec). Parts with no data come from `base`
     when given, else a ConfigError names what is missing. executor=True (default) also calibrates to the
-    real runs: per-forward executor overheads on top of the microbenchmarks and the effective message time
-    of SSD rounds (both recorded in provenance; executor=False keeps the bare microbenchmark numbers).
-    Executor costs depend on the mode (on a small machine the draft process competes with the target) and
-    on sampling (temperature > 0 costs more): mode / temperature pick the runs they are calibrated from,
-    for a profile that predicts that kind of run best (default: all runs). With mode given, acceptance and
+    real runs: Profile.executor (overheads per kind of forward on top of the microbenchmarks, greedy and
+    sampled apart, and the SSD draft's own per-round time) and the effective message time of SSD rounds
+    (executor=False keeps the bare microbenchmark numbers; the latency models are the microbenchmarks either
+    way). Executor costs depend on the mode (on a small machine the draft process competes with the
+    target): mode prefers that mode's runs for each kind, temperature picks the SSD runs the draft round and
+    message time come from (default: all runs). With mode given, acceptance and
     hits also come from that mode's runs where a temperature has them (SSD's primary speculations follow
     cache hits, so their acceptance differs from SD's). The fast backup's acceptance comes from every SSD
     run with the fast backup (its n-gram proposals do not depend on the mode's costs).
@@ -202,23 +199,26 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     else:
         raise ConfigError("measurements.rounds", "no SD/SSD run rounds to fit acceptance and hit curves",
                           "Measurements from saguaro_exec.run, or pass base=<Profile>")
+    costs, push = None, []
     if executor and runs:
-        like = runs_like(runs, mode, temperature)
-        prov["executor_runs"] = {"mode": mode, "temperature": temperature, "n": len(like),
-                                 "used": sorted({f"{r.mode}@T={r.temperature}" for r in like})}
-        eff = executor_rows(like)
-        for who in ("target", "draft"):
-            if eff[who] and f"{who}_fit" in prov and "cv_mape" in prov[f"{who}_fit"]:
-                xs, over, prov[f"{who}_overhead"] = fit_overhead(models[who], eff[who])
-                models[who] = with_overhead(models[who], xs, over)
+        mine = [r for r in runs if mode is None or r.mode == mode] or runs
+        prov["executor_runs"] = {"mode": mode, "temperature": temperature, "n": len(mine),
+                                 "used": sorted({f"{r.mode}@T={r.temperature}" for r in mine}),
+                                 "kinds_they_lack_from": sorted({f"{r.mode}@T={r.temperature}" for r in runs
+                                                                 if r not in mine})}
+        costs, prov["executor_fit"] = fit_executor_costs(models["target"], models["draft"], runs, mode)
         ssd_like = runs_like(runs, "ssd", temperature)
-        gap, prov["verifier_gap"] = verifier_gap_s([r for r in ssd_like if r.protocol == "push"])
-        m_eff, prov["link_executor"] = effective_link_s([r for r in ssd_like if r.protocol != "push"], link_s)
+        push = [r for r in ssd_like if r.protocol == "push"]
+        rnd, prov["draft_round"] = draft_round(push)
+        costs = costs.with_draft_round(rnd)
+        m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s, costs.draft_round_mean())
         prov["link_executor"]["measured"] = ssd_phases(ssd_like)
         if m_eff is not None:
             prov["link_microbench_s"] = link_s
             link_s, bps = m_eff, 0.0
-    gap = gap if executor and runs and gap is not None else (base.verifier_gap_s if base else 0.0)
+    gap = base.verifier_gap_s if base is not None else 0.0
+    if executor and runs:
+        gap, prov["verifier_lookup"] = verifier_lookup_s(push)
     fast = _fast_backup_s(runs)
     fast = fast if fast is not None else (base.fast_backup_s if base else 0.0)
     fast_acc, prov["fast_backup_fit"] = fit_fast_backup(runs)
@@ -234,4 +234,5 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     return Profile(name=name, target=models["target"], draft=models["draft"], link_s=min(link_s, 10.0),
                    acceptance=acceptance, hits=hits, link_bytes_per_s=bps, fast_backup_s=min(fast, 10.0),
                    vocab_size=int(vocab), provenance=prov, fast_backup_acceptance=fast_acc,
-                   verifier_gap_s=min(gap, 10.0))
+                   verifier_gap_s=min(gap, 10.0), executor=costs if costs is not None else
+                   (base.executor if base is not None else None))

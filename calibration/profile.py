@@ -11,6 +11,7 @@ from calibration.errors import ConfigError, check_number
 from calibration.hits import HitCurve
 from calibration.jsonio import dump_json, load_json
 from calibration.latency import LatencyModel
+from calibration.overheads import ExecutorCosts
 
 SCHEMA_VERSION = 1
 PRESET_DIR = Path(__file__).parent / "profiles"
@@ -35,10 +36,11 @@ class Profile:
     hits: HitCurve = field(default_factory=lambda: HitCurve.power_law(0.3, 0.5))
     link_bytes_per_s: float = 0.0
     fast_backup_s: float = 0.0
-    verifier_gap_s: float = 0.0     # SSD: the verifier's own time between two verifications (push protocol)
+    verifier_gap_s: float = 0.0     # SSD push: the verifier receiving the pushed cache and looking the outcome up
     vocab_size: int = 128256
     provenance: dict = field(default_factory=dict)
     fast_backup_acceptance: AcceptanceModel | None = None
+    executor: ExecutorCosts | None = None   # executor overheads per kind of forward (None: microbenchmarks only)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -52,6 +54,9 @@ class Profile:
         if fba is not None and not isinstance(fba, AcceptanceModel):
             raise ConfigError("profile.fast_backup_acceptance", f"expected AcceptanceModel, got {type(fba).__name__}",
                               "AcceptanceModel or None")
+        if self.executor is not None and not isinstance(self.executor, ExecutorCosts):
+            raise ConfigError("profile.executor", f"expected ExecutorCosts, got {type(self.executor).__name__}",
+                              "ExecutorCosts or None")
         check_number("profile.link_s", self.link_s, 0.0, 10.0)
         check_number("profile.link_bytes_per_s", self.link_bytes_per_s, 0.0)
         check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
@@ -79,6 +84,8 @@ class Profile:
              "acceptance": self.acceptance.to_dict(), "hits": self.hits.to_dict(), "provenance": self.provenance}
         if self.fast_backup_acceptance is not None:  # absent in older profiles: written only when known
             d["fast_backup_acceptance"] = self.fast_backup_acceptance.to_dict()
+        if self.executor is not None:
+            d["executor"] = self.executor.to_dict()
         return d
 
     @classmethod
@@ -90,7 +97,7 @@ class Profile:
                 raise ConfigError(f"profile.{key}", "missing", ", ".join(required))
         known = {"schema_version", "name", "target", "draft", "link_s", "link_bytes_per_s", "fast_backup_s",
                  "verifier_gap_s",
-                 "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance"}
+                 "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance", "executor"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"profile.{unknown[0]}", "unknown key", ", ".join(sorted(known)))
@@ -103,7 +110,8 @@ class Profile:
                    link_bytes_per_s=d.get("link_bytes_per_s", 0.0), fast_backup_s=d.get("fast_backup_s", 0.0),
                    verifier_gap_s=d.get("verifier_gap_s", 0.0),
                    vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})),
-                   fast_backup_acceptance=_optional_acceptance(d.get("fast_backup_acceptance")))
+                   fast_backup_acceptance=_optional_acceptance(d.get("fast_backup_acceptance")),
+                   executor=ExecutorCosts.from_dict(d.get("executor")))
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically (temp file + rename)."""

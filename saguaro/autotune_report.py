@@ -122,11 +122,14 @@ def profile_rows(profile) -> list[list]:
     elif "link_fit" in prov:
         rows.append(["link", f"{profile.link_s * 1e6:.1f} us one way", prov["link_fit"]["n"],
                      prov["link_fit"].get("mape")])
-    for who in ("target", "draft"):
-        o = prov.get(f"{who}_overhead")
-        if o and o.get("n"):
-            per = ", ".join(f"{v['mean_overhead_s'] * 1e3:.2f} ms at {x}" for x, v in o["by_tokens"].items())
-            rows.append([f"{who} executor overhead", f"per forward by tokens: {per}", o["n"], None])
+    for key, o in sorted(prov.get("executor_fit", {}).items()):   # per kind of forward, greedy / sampled
+        if o.get("line"):
+            base, slope = o["line"]
+            rows.append([f"executor {key}", f"{base * 1e3:+.3f} ms {slope * 1e6:+.3f} us per token", o["n"], None])
+    d = prov.get("draft_round", {})
+    if d.get("n"):
+        rows.append(["SSD draft round", f"median {d['median_s'] * 1e3:.3f} ms, stalls {d['stall_s'] * 1e3:.2f} ms in "
+                     f"{100 * d['stall_frac']:.0f}% of rounds", d["n"], None])
     for t in profile.acceptance.by_temperature:
         rates = ", ".join(f"{a:.2f}" for a in profile.acceptance.by_temperature[t])
         rows.append([f"acceptance T={t}", f"per position {rates}", None, None])

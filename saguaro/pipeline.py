@@ -17,8 +17,8 @@ from calibration.fit import fit
 from calibration.measurements import Measurements
 from calibration.profile import Profile
 from saguaro.autotune_report import profile_rows, rel_error, trim_events, write_report
-from saguaro_sim.analytic import resolve_fanouts, uses_fast_backup
 from saguaro_sim.config import SpecConfig
+from saguaro_sim.resolve import resolve
 from saguaro_sim.workload import Workload
 
 FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 8, "calib_budget": 32}
@@ -68,20 +68,25 @@ def pin(spec: SpecConfig, profile: Profile, workload: Workload) -> SpecConfig:
     """Make fan-outs and the backup explicit, so the executor runs exactly what the simulator modelled."""
     if spec.mode != "ssd":
         return spec
-    primary, miss = resolve_fanouts(profile, spec)
-    backup = spec.backup if spec.backup != "auto" else ("fast" if uses_fast_backup(profile, spec, workload)
-                                                        else "neural")
-    return spec.replace(fanout=tuple(primary), fanout_miss=tuple(miss), backup=backup)
+    rs = resolve(spec, profile)
+    return spec.replace(fanout=rs.fanout, fanout_miss=rs.fanout_miss, backup=rs.backup)
 
 
 def decode_rate(meas: Measurements) -> float:
     """Measured tokens/s over steady decoding rounds: each batch's first round (prefill, first speculation)
-    is left out, as the simulator does not model it."""
-    seen, tokens, spent = set(), 0, 0.0
+    is left out, as the simulator does not model it. Each row's tokens stop at meta max_new_tokens (its last
+    round's accepted + 1 can go past it)."""
+    cap = int(meas.meta.get("max_new_tokens") or 1 << 62)
+    seen, tokens, spent, done = set(), 0, 0.0, {}
     for r in meas.rounds:
         b = r.get("batch_index", 0)
+        made = 0
+        for s, a in zip(r.get("seq") or range(len(r["accepted"])), r["accepted"]):
+            t = min(int(a) + 1, cap - done.get((b, s), 0))     # the last round stops at max_new_tokens
+            done[(b, s)] = done.get((b, s), 0) + t
+            made += t
         if b in seen:
-            tokens += sum(int(a) + 1 for a in r["accepted"])
+            tokens += made
             spent += r["t1"] - r["t0"]
         seen.add(b)
     return tokens / spent if spent > 0 else float(meas.totals.get("tokens_per_s", 0.0))
@@ -89,16 +94,15 @@ def decode_rate(meas: Measurements) -> float:
 
 def protocol_for(spec: SpecConfig, profile: Profile) -> str:
     """The SSD message protocol the executor will use for ``spec`` (RunConfig.ssd_protocol = "auto")."""
-    from saguaro_exec.run import resolve_protocol
-
-    return resolve_protocol("auto", spec, profile.vocab_size) if spec.mode == "ssd" else "reply"
+    return resolve(spec, profile).protocol if spec.mode == "ssd" else "reply"
 
 
 def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int, trace: bool = False):
     """Simulated numbers for one config (and the SimResult, for its timeline), with the executor's protocol."""
     from saguaro_sim.simulate import simulate
 
-    res = simulate(profile, spec, workload, seed=seed, trace=trace, protocol=protocol_for(spec, profile))
+    res = simulate(profile, spec, workload, seed=seed, trace=trace, protocol=protocol_for(spec, profile),
+                   batching="fixed")     # the executor runs fixed batches (finished rows ride along)
     return {"tokens_per_s": res.throughput, "tokens_per_s_per_seq": res.tokens_per_s_per_seq,
             "hit_rate": res.hit_rate if spec.mode == "ssd" else None, "tokens_per_round": res.tokens_per_round}, res
 

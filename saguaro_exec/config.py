@@ -16,6 +16,7 @@ from saguaro_exec.devices import check_device, check_target_devices, device_inde
 from saguaro_exec.faults import FALLBACKS, parse_fault
 from saguaro_exec.model.accel import check_accel
 from saguaro_sim.config import SpecConfig
+from saguaro_sim.resolve import PUSH_Q_BYTES  # noqa: F401  (re-exported: the resolver owns the protocol rule)
 
 DTYPES = ("float32", "bfloat16", "float16")
 SSD_PROTOCOLS = ("auto", "push", "reply")
@@ -58,6 +59,16 @@ def check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
                               f"fewer than max_position_embeddings = {context} tokens")
 
 
+def _check_profile(value: object) -> None:
+    if value is None or isinstance(value, str):
+        return
+    from calibration.profile import Profile
+
+    if not isinstance(value, Profile):
+        raise ConfigError("profile", f"expected a preset name, a profile JSON path or a Profile, got "
+                          f"{type(value).__name__}", "a preset name | a .json path | calibration.Profile")
+
+
 def check_vocab(target_vocab: int, draft_vocab: int) -> None:
     """The draft must share the target's vocabulary (tokens are compared id for id)."""
     if target_vocab != draft_vocab:
@@ -76,7 +87,9 @@ class RunConfig:
     ``report.faults`` records it. ``inject_fault`` is test-only (faults.py).
     ``ssd_protocol``: "reply" = the draft answers each outcome (hit flags + speculation); "push" = the
     draft sends each speculation cache once built and the verifier looks hits up itself (no message on
-    a hit's critical path); "auto" = push unless the cache's q rows (T > 0) exceed 4 MiB per round. ``hardware``: a
+    a hit's critical path); "auto" = push unless the cache's q rows (T > 0) exceed 4 MiB per round. ``profile``:
+    the spec's open choices (fan-outs, backup "auto", protocol "auto") are settled by saguaro_sim.resolve with
+    this profile, the planner's call; None = the shipped cpu-tinypair preset (meta says which). ``hardware``: a
     calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
     detected from the CUDA device name; on CPU none, peak unknown). ``target_devices``: the target split
     over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
@@ -94,7 +107,7 @@ class RunConfig:
     dtype: str = "float32"
     seed: int = 0
     timeout_s: float = 600.0
-    b_star: float = 2.0
+    profile: object = None        # what the spec is resolved with: Profile | preset | .json (None: cpu-tinypair)
     threads: int | None = None
     inline_draft: bool = False
     draft_timeout_s: float = 5.0
@@ -129,7 +142,7 @@ class RunConfig:
                     self.dtype)
         check_number("seed", self.seed, 0, 2**62, integer=True)
         check_number("timeout_s", self.timeout_s, 0.0, 1e7, lo_open=True)
-        check_number("b_star", self.b_star, 0.0, 1e6)
+        _check_profile(self.profile)
         if self.threads is not None:
             check_number("threads", self.threads, 1, 1024, integer=True)
         check_choice("ssd_protocol", self.ssd_protocol, SSD_PROTOCOLS)
@@ -206,7 +219,9 @@ class RunConfig:
         data = dict(data)
         data["spec"] = SpecConfig.from_dict(data.get("spec", {}), where=f"{path}: spec.")
         base = path.parent
-        for key in ("target", "draft", "prompt_file"):
+        for key in ("target", "draft", "prompt_file", "profile"):
+            if key == "profile" and not str(data.get(key, "")).endswith(".json"):
+                continue                                  # a preset name, not a path
             if isinstance(data.get(key), str) and not os.path.isabs(data[key]):
                 data[key] = str(base / data[key])
         try:

@@ -15,25 +15,14 @@ from saguaro_exec.speculator.process import load_source
 from saguaro_exec.speculator.protocol import PUSH_Q_BYTES, max_branches
 from saguaro_exec.tp.protocol import TPArgs
 from saguaro_exec.tp.target import TPTarget
+from saguaro_sim.resolve import ResolvedSpec, resolve, run_profile
 
 
-def resolve_backup(backup: str, batch_size: int, b_star: float) -> str:
-    """auto -> neural at batch sizes up to b*, fast above (Theorem 17's rule)."""
-    if backup != "auto":
-        return backup
-    return "neural" if batch_size <= b_star else "fast"
-
-
-def resolve_protocol(choice: str, spec, vocab: int) -> str:
-    """RunConfig.ssd_protocol "auto" -> "push" unless the pushed cache's q rows (T > 0) would exceed
-    PUSH_Q_BYTES per round, then "reply"; "push" / "reply" stay. Also what the planner simulates."""
-    if choice != "auto":
-        return choice
-    if spec.temperature <= 0:
-        return "push"
-    primary, miss = spec.resolve_fanout()
-    n_max = max_branches(primary, miss)
-    return "push" if spec.batch_size * n_max * spec.k * vocab * 4 <= PUSH_Q_BYTES else "reply"
+def resolve_run(config: RunConfig) -> tuple[ResolvedSpec, str]:
+    """The spec as this run executes it: saguaro_sim.resolve with config.profile (the planner's call, so
+    what is planned is what runs), and a line saying which profile (the stated default when none is given)."""
+    profile, resolved_with = run_profile(config.profile)
+    return resolve(config.spec, profile, protocol=config.ssd_protocol), resolved_with
 
 
 @dataclass
@@ -54,6 +43,8 @@ class Prepared:
     fanout_miss: tuple[int, ...]
     backup: str
     protocol: str | None            # SSD's message protocol (None otherwise)
+    resolved: ResolvedSpec          # all of the above, as saguaro_sim.resolve settled them
+    resolved_with: str              # which profile they were resolved with
     threads: int
     batches: list[list[list[int]]]  # ids in runs of spec.batch_size
 
@@ -74,10 +65,10 @@ def prepare(config: RunConfig, stack: ExitStack) -> Prepared:
     draft_config = config_of(draft_src) if spec.mode != "ar" else None
     if draft_config is not None:
         check_vocab(vocab, draft_config.vocab_size)
-    primary, miss = spec.resolve_fanout() if spec.mode != "ar" else ((), ())
-    protocol = resolve_protocol(config.ssd_protocol, spec, vocab) if spec.mode == "ssd" else None
-    return Prepared(target, target_src, draft_src, draft_config, ids, tok, accel, daccel, ddev, primary, miss,
-                    resolve_backup(spec.backup, spec.batch_size, config.b_star), protocol,
+    rs, resolved_with = resolve_run(config)   # the planner's one resolver
+    protocol = rs.protocol if spec.mode == "ssd" else None
+    return Prepared(target, target_src, draft_src, draft_config, ids, tok, accel, daccel, ddev, rs.fanout,
+                    rs.fanout_miss, rs.backup, protocol, rs, resolved_with,
                     config.threads or 1,      # tiny models: extra intra-op threads only add contention
                     [ids[i:i + spec.batch_size] for i in range(0, len(ids), spec.batch_size)])
 

@@ -23,13 +23,13 @@ from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.measure.achieved import achieved
 from saguaro_exec.measure.meta import run_meta
 from saguaro_exec.measure.report import RunReport, summarize
-from saguaro_exec.prepare import Prepared, prepare, resolve_backup, resolve_protocol
+from saguaro_exec.prepare import Prepared, prepare, resolve_run
 from saguaro_exec.sampling import batch_generator
 from saguaro_exec.speculator.links import DraftProcessError, InlineLink, ProcessLink, PushLink
 from saguaro_exec.speculator.process import DraftArgs, load_source
 from saguaro_exec.speculator.worker import WorkerSpec
 
-__all__ = ["run", "resolve_backup", "resolve_protocol"]
+__all__ = ["resolve_run", "run"]
 
 
 def run(config: RunConfig) -> RunReport:
@@ -161,6 +161,6 @@ def _report(config: RunConfig, p: Prepared, results: list[BatchResult], meta: di
     totals.update(tokens=sum(len(t) for t in tokens), wall_s=wall, rounds=len(rounds))
     faults = [f.to_dict() for f in fb.faults]
     meas = Measurements(meta={**meta, "faults": faults}, rounds=rounds, totals=totals)
-    return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas,
+    return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas, resolved=meta["resolved"],
                      events=[e for r in results for e in r.events], faults=faults,
                      achieved=achieved(mode, k, rounds, meta), **s)

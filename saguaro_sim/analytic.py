@@ -1,9 +1,10 @@
 """Closed forms for SD and SSD (Theorem 7, Corollary 16, b*) and a cheap `predict` for any SpecConfig.
 
-Time model (shared with the simulator; seconds): verify = target(b, K+1, L); AR step = target(b, 1, L);
-SD round = K * draft(b, 1, L) + verify; SSD cache build on each draft device = draft(b, K+1, L) (glue)
-+ K * draft(b, ceil(budget / draft_devices), L) (tree steps); neural backup = K * draft(b, 1, L); fast
-backup = profile.fast_backup_s; one message each way = profile.message_s(bytes). L = mean context.
+Time model (shared with the simulator through saguaro_sim/costs.py; seconds): every forward is its
+microbenchmarked latency plus the executor's overhead for that kind; verify = verify(b, K+1, L); SD round =
+K draft steps + verify; SSD cache build on each draft device = glue + fork + K tree steps over the branches of
+that round's schedule (resolve.py) + the draft's own per-round time (mean); neural backup = K draft steps;
+fast backup = profile.fast_backup_s; the sender of a message is busy for profile.message_s(bytes).
 Probability model: accepted lengths from profile.acceptance (a fast-backup speculation's from
 profile.fast_backup_acceptance, none accepted when absent); P(hit) from profile.hits at the fan-out
 allocated at each accepted length, the all-accepted outcome k = K from its own entry.
@@ -11,21 +12,18 @@ allocated at each accepted length, the all-accepted outcome k = K from its own e
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from calibration.errors import ConfigError, check_number
-from calibration.interp import pick_temperature
 from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
+from saguaro_sim.costs import OUTCOME_BYTES, Q_BYTES, REPLY_PHASES, RoundCosts, message_bytes
+from saguaro_sim.resolve import ResolvedSpec, hit_exponent, resolve, resolve_fanouts
 from saguaro_sim.workload import Workload
 
-# the executor's SSD messages (saguaro_exec/speculator/protocol.py; tests/test_exec_tp.py checks these against it)
-OUTCOME_BYTES = 4 * 8  # int64 (accepted k, bonus token, done, stop) per sequence
-REPLY_PHASES = 5  # (start, end) time pairs in the reply header's last row
-Q_BYTES = 4  # float32 draft probability rows (temperature > 0)
+__all__ = ["OUTCOME_BYTES", "Q_BYTES", "REPLY_PHASES", "hit_exponent", "message_bytes", "resolve_fanouts"]
 
 
 # ---- pure closed forms (normalized or in seconds, no profile) ---------------------------------------
@@ -72,22 +70,11 @@ def stationary_p_hit(h_primary: float, h_backup: float) -> float:
 
 
 # ---- profile-based pieces shared with the simulator ----------------------------------------------
-def sd_round_time(profile: Profile, k: int, batch: int = 1, context: float = 0.0) -> float:
+def sd_round_time(profile: Profile, k: int, batch: int = 1, context: float = 0.0, temperature: float = 0.0) -> float:
     """Seconds for one SD round: K sequential draft steps, then one verification of K+1 tokens."""
     check_number("k", k, 1, 4096, integer=True)
-    return k * profile.draft(batch, 1, context) + profile.target(batch, k + 1, context)
-
-
-def hit_exponent(profile: Profile, temperature: float) -> float:
-    """Power-law exponent r of the primary miss curve at this temperature (for geometric fan-out)."""
-    lo, hi, w = pick_temperature(profile.hits.by_temperature, temperature)
-    return (1 - w) * lo["primary"]["r"] + w * hi["primary"]["r"]
-
-
-def resolve_fanouts(profile: Profile, spec: SpecConfig) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Concrete (primary, after-miss) fan-outs F_0..F_K for spec on this profile."""
-    alpha = profile.acceptance.mean_alpha(spec.k, spec.temperature, spec.sampler_c)
-    return spec.resolve_fanout(alpha, hit_exponent(profile, spec.temperature))
+    spec = SpecConfig(mode="sd", k=k, temperature=temperature)
+    return RoundCosts(profile, spec, resolve(spec, profile)).sd_round(batch, context)
 
 
 def fast_backup_pmf(profile: Profile, k: int, temperature: float) -> np.ndarray:
@@ -133,18 +120,6 @@ def expected_p_hit(profile: Profile, spec: SpecConfig, fanout: tuple[int, ...] |
                      for k in range(spec.k + 1) if pmf[k] > 0))
 
 
-def message_bytes(spec: SpecConfig, vocab_size: int, batch: int) -> tuple[int, int]:
-    """(outcome bytes verifier->draft, speculation bytes draft->verifier) for one round of a batch, as the
-    executor sends them. Outcome: int64 [B, 4]. Speculation: a float64 header [B + 1, W], W = max(3 + K,
-    2 * REPLY_PHASES) (per sequence: hit, bonus rank, from_backup, K tokens; one row of phase times), and at
-    temperature > 0 the float32 draft rows [B, K, V] the verifier needs for the residual.
-    """
-    up = batch * OUTCOME_BYTES
-    width = max(3 + spec.k, 2 * REPLY_PHASES)
-    rows = batch * spec.k * vocab_size * Q_BYTES if spec.temperature > 0 else 0
-    return up, (batch + 1) * width * 8 + rows
-
-
 @dataclass(frozen=True)
 class RoundTimes:
     """Phase times (s) of one round at a given batch and context."""
@@ -152,36 +127,57 @@ class RoundTimes:
     verify: float
     ar_step: float
     draft_step: float
-    build: float  # SSD cache build on one draft device (glue + K tree steps)
+    build: float       # SSD cache build on the busiest draft device, primary schedule, with the draft's round time
     backup: float
     msg_up: float
     msg_down: float
+    build_miss: float = 0.0   # the same when some row's speculation came from the backup (after-miss schedule)
+    msg_cache: float = 0.0    # push: the pushed cache
+    push: bool = False
+    lookup: float = 0.0       # push: the verifier receiving the cache and looking the outcome up
 
 
-def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool) -> RoundTimes:
+def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool,
+                resolved: ResolvedSpec | None = None) -> RoundTimes:
     """Evaluate the time model for one round (see module docstring)."""
-    k = spec.k
-    draft_step = profile.draft(batch, 1, context)
-    verify = profile.target(batch, k + 1, context) if spec.mode != "ar" else profile.target(batch, 1, context)
-    build = backup = up = down = 0.0
+    if resolved is None:   # backup given by `fast` (an "auto" spec would ask the closed forms for b*)
+        resolved = resolve(spec.replace(backup="fast" if fast else "neural") if spec.mode == "ssd" else spec,
+                           profile, batch_size=batch, protocol="reply")
+    rs = resolved
+    c = RoundCosts(profile, spec, rs)
+    verify = c.verify(batch, context) if spec.mode != "ar" else c.ar_step(batch, context)
+    build = build_miss = backup = up = down = cache = 0.0
     if spec.mode == "ssd":
-        width = math.ceil(spec.budget / spec.draft_devices)
-        build = profile.draft(batch, k + 1, context) + k * profile.draft(batch, width, context)
-        backup = profile.fast_backup_s if fast else k * draft_step
-        nb_up, nb_down = message_bytes(spec, profile.vocab_size, batch)
-        up, down = profile.message_s(nb_up), profile.message_s(nb_down)
-    return RoundTimes(verify, profile.target(batch, 1, context), draft_step, build, backup, up, down)
+        over = c.draft_round_mean()
+        wide = max(c.tree_width(False), c.tree_width(True))
+        build = c.build(batch, context, c.tree_width(False)) + over
+        build_miss = c.build(batch, context, wide) + over
+        backup = c.backup(batch, context, fast)
+        up, down = c.message(batch, False)[1], c.message(batch, True)[1]
+        cache = c.cache_message(batch, c.tree_width(False))[1] if rs.protocol == "push" else 0.0
+    push = spec.mode == "ssd" and rs.protocol == "push"
+    return RoundTimes(verify, c.ar_step(batch, context), c.draft_step(batch, context), build, backup, up, down,
+                      build_miss or build, cache, push, profile.verifier_gap_s if push else 0.0)
 
 
 def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int) -> float:
     """E[SSD round time] with per-sequence hits independent, P(hit) = p_hit each (Corollary 16, general).
 
-    The speculator answers once both its cache is built and the outcome has arrived: max(V, T_p), with
-    V = msg_down + verify + msg_up; if any sequence of the batch missed, the backup follows: + T_b.
-    With T_p <= V this is exactly Corollary 16's denominator p^b max(1, T_p) + (1 - p^b)(1 + T_b).
+    Senders are busy while they send. Reply: the speculator answers once its cache is built and the outcome
+    has arrived, max(V + up, T_p), then sends the speculation (+ down); if any sequence of the batch missed,
+    the backup comes first (+ T_b). With T_p <= V + up this is Corollary 16's denominator p^b max(1, T_p) +
+    (1 - p^b)(1 + T_b). Push: an all-hit round is max(V + up, T_p + cache send); a round with a miss adds the
+    backup and its speculation's send; the verifier's lookup in the received cache (L = verifier_gap_s)
+    follows the cache's arrival and overlaps the next build: hit rounds max(V + up + L, T_p + cache), miss
+    rounds max(V + up, T_p + cache) + max(L, T_b + down). A round after a miss builds the after-miss tree.
     """
-    v = rt.msg_down + rt.verify + rt.msg_up
-    return max(v, rt.build) + (1.0 - p_hit ** batch) * rt.backup
+    q = p_hit ** batch
+    if rt.push:   # the verifier's lookup overlaps the draft's next build (it already has the outcome)
+        hit = max(rt.verify + rt.msg_up + rt.lookup, rt.build + rt.msg_cache)
+        miss = max(rt.verify + rt.msg_up, rt.build_miss + rt.msg_cache) + max(rt.lookup, rt.backup + rt.msg_down)
+        return q * hit + (1.0 - q) * miss
+    build = q * rt.build + (1 - q) * rt.build_miss
+    return max(rt.verify + rt.msg_up, build) + rt.msg_down + (1.0 - q) * rt.backup
 
 
 # ---- predict ---------------------------------------------------------------------------------------
@@ -220,9 +216,10 @@ def _ssd_parts(profile: Profile, spec: SpecConfig, fast: bool) -> tuple[float, f
 
 
 def _ssd_rate(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool,
-              parts: tuple[float, float]) -> tuple[float, float, RoundTimes]:
+              parts: tuple[float, float], protocol: str = "auto") -> tuple[float, float, RoundTimes]:
     p, tokens = parts
-    rt = round_times(profile, spec, batch, context, fast)
+    one = spec.replace(backup="fast" if fast else "neural")
+    rt = round_times(profile, one, batch, context, fast, resolve(one, profile, batch_size=batch, protocol=protocol))
     t = ssd_round_time(rt, p, batch)
     return tokens / t, t, rt
 
@@ -230,7 +227,8 @@ def _ssd_rate(profile: Profile, spec: SpecConfig, batch: int, context: float, fa
 def critical_batch_size(profile: Profile, spec: SpecConfig, workload: Workload | None = None,
                         max_batch: int = 256) -> int | None:
     """b*: smallest batch size at which the fast backup beats the neural one (Corollary 16 with this
-    profile's latencies); None if it never does up to max_batch (Theorem 17: neural below b*, fast above)."""
+    profile's latencies, at the workload's mean context; default Workload()); None if it never does up to
+    max_batch (Theorem 17: neural below b*, fast above)."""
     context = mean_context(workload or Workload())
     fast_parts, neural_parts = _ssd_parts(profile, spec, True), _ssd_parts(profile, spec, False)
     for b in range(1, max_batch + 1):
@@ -241,25 +239,26 @@ def critical_batch_size(profile: Profile, spec: SpecConfig, workload: Workload |
 
 
 def uses_fast_backup(profile: Profile, spec: SpecConfig, workload: Workload | None = None) -> bool:
-    """Resolve spec.backup: "auto" picks fast iff batch_size >= b*."""
-    if spec.backup != "auto":
-        return spec.backup == "fast"
-    return critical_batch_size(profile, spec, workload, max_batch=spec.batch_size) is not None
+    """spec.backup as resolve() settles it ("auto": fast iff batch_size >= b*); workload is not used (the
+    resolver's choice does not depend on it, so planner and executor agree)."""
+    return resolve(spec, profile).backup == "fast"
 
 
-def predict(profile: Profile, spec: SpecConfig, workload: Workload) -> Prediction:
+def predict(profile: Profile, spec: SpecConfig, workload: Workload, protocol: str = "auto") -> Prediction:
     """Closed-form tokens/s for AR, SD or SSD at the workload's mean context (cheap: for pruning)."""
     b, context = spec.batch_size, mean_context(workload)
-    t_ar = profile.target(b, 1, context)
+    rs = resolve(spec, profile, protocol=protocol)
+    costs = RoundCosts(profile, spec, rs)
+    t_ar = RoundCosts(profile, SpecConfig(mode="ar", k=0, temperature=spec.temperature), rs).ar_step(b, context)
     if spec.mode == "ar":
         return Prediction(1.0, t_ar, 1 / t_ar, b / t_ar, 0.0, 0.0, 0.0, t_ar, 1.0, "none")
     if spec.mode == "sd":
         tokens = profile.acceptance.expected_tokens(spec.k, spec.temperature, spec.sampler_c)
-        rt = round_times(profile, spec, b, context, False)
-        t = spec.k * rt.draft_step + rt.verify
-        return Prediction(tokens, t, tokens / t, b * tokens / t, 0.0, 0.0, 0.0, rt.verify, tokens / t * t_ar, "none")
-    fast = uses_fast_backup(profile, spec, workload)
+        t = costs.sd_round(b, context)
+        return Prediction(tokens, t, tokens / t, b * tokens / t, 0.0, 0.0, 0.0, costs.verify(b, context),
+                          tokens / t * t_ar, "none")
+    fast = rs.backup == "fast"
     parts = _ssd_parts(profile, spec, fast)
-    rate, t, rt = _ssd_rate(profile, spec, b, context, fast, parts)
+    rate, t, rt = _ssd_rate(profile, spec, b, context, fast, parts, rs.protocol)
     return Prediction(parts[1], t, rate, b * rate, parts[0], rt.build, rt.backup, rt.verify, rate * t_ar,
-                      "fast" if fast else "neural")
+                      rs.backup)

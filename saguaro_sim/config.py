@@ -10,7 +10,7 @@ from pathlib import Path
 
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.jsonio import write_atomic
-from saguaro_sim.fanout import check_fanout, geometric_fanout, uniform_fanout
+from saguaro_sim.fanout import check_fanout
 
 MODES = ("ar", "sd", "ssd")
 BACKUPS = ("neural", "fast", "auto")
@@ -21,7 +21,8 @@ SHAPES = ("geometric", "uniform")
 class SpecConfig:
     """mode, lookahead k, fan-out F_0..F_K (None = `fanout_shape` for the budget), fanout_miss (schedule
     after a backup speculation), budget (sum of F_k per sequence, split across draft devices), sampler_c
-    (Saguaro C), backup policy, temperature, batch size and number of draft devices."""
+    (Saguaro C), backup policy, temperature, batch size and number of draft devices. What is left open is
+    settled by saguaro_sim.resolve(spec, profile)."""
 
     mode: str = "ssd"
     k: int = 4
@@ -49,22 +50,15 @@ class SpecConfig:
         if self.fanout is not None and sum(self.fanout) > self.budget:
             raise ConfigError("fanout", f"sums to {sum(self.fanout)}, more than budget {self.budget}",
                               f"sum(fanout) <= budget = {self.budget}")
+        if self.fanout_miss is not None and sum(self.fanout_miss) > self.budget:
+            raise ConfigError("fanout_miss", f"sums to {sum(self.fanout_miss)}, more than budget {self.budget}",
+                              f"sum(fanout_miss) <= budget = {self.budget}")
         check_number("sampler_c", self.sampler_c, 0.0, 1.0)
         check_choice("backup", self.backup, BACKUPS)
         check_number("temperature", self.temperature, 0.0, 10.0)
         check_number("batch_size", self.batch_size, 1, 4096, integer=True)
         check_number("draft_devices", self.draft_devices, 1, 64, integer=True)
         check_choice("fanout_shape", self.fanout_shape, SHAPES)
-
-    def resolve_fanout(self, alpha: float = 0.7, r: float = 0.5) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Concrete (primary, after-miss) fan-outs: the given ones, else the configured shape for the budget."""
-        if self.fanout is not None:
-            primary = self.fanout
-        elif self.fanout_shape == "uniform":
-            primary = uniform_fanout(self.k, self.budget)
-        else:
-            primary = geometric_fanout(alpha, r, self.k, self.budget)
-        return primary, (self.fanout_miss if self.fanout_miss is not None else primary)
 
     def replace(self, **changes: object) -> SpecConfig:
         """A validated copy with some fields changed."""

@@ -2,8 +2,9 @@
 
 Per-round events (one verification per round for the whole batch, one cache build per draft device),
 randomness drawn in vectorized chunks from np.random.default_rng(seed): deterministic for a seed.
-The workload's sequences are decoded with continuous batching in `spec.batch_size` slots (see
-saguaro_sim/sim/batch.py); time model and probability model as in saguaro_sim/analytic.py.
+The workload's sequences are decoded in `spec.batch_size` slots, with continuous batching or in the
+executor's fixed batches (see saguaro_sim/sim/batch.py); the spec is settled by saguaro_sim.resolve (the
+same call the executor makes); time model (saguaro_sim/costs.py) and probability model as in analytic.py.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import simpy
 
 from calibration.errors import ConfigError, check_choice
 from calibration.profile import Profile
-from saguaro_sim.analytic import accept_pmfs, hit_table, uses_fast_backup
+from saguaro_sim.analytic import accept_pmfs, hit_table
 from saguaro_sim.config import SpecConfig
+from saguaro_sim.costs import RoundCosts
+from saguaro_sim.resolve import PROTOCOLS, resolve
 from saguaro_sim.sim.baseline import AREngine, SDEngine
 from saguaro_sim.sim.batch import BatchState
 from saguaro_sim.sim.ssd import SSDEngine
@@ -42,6 +45,7 @@ class SimResult:
     rounds: int
     sim_time_s: float
     tokens: int
+    resolved: dict = field(default_factory=dict)  # the ResolvedSpec simulated (fanout, backup, protocol, ...)
     wall_s: float = 0.0
     events: list[dict] = field(default_factory=list)
 
@@ -59,6 +63,9 @@ class SimResult:
         return chrome_trace(self.events, path, process_name=f"saguaro simulate ({self.mode})")
 
 
+BATCHING = ("continuous", "fixed")
+
+
 def _check_inputs(profile: object, spec: object, workload: object, seed: object) -> None:
     for name, value, cls in (("profile", profile, Profile), ("spec", spec, SpecConfig),
                              ("workload", workload, Workload)):
@@ -69,20 +76,23 @@ def _check_inputs(profile: object, spec: object, workload: object, seed: object)
 
 
 def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0, trace: bool = False,
-             progress: bool = False, protocol: str = "reply") -> SimResult:
+             progress: bool = False, protocol: str = "auto", batching: str = "continuous") -> SimResult:
     """Run the discrete-event simulation of spec on profile for workload; trace=True keeps the timeline.
     ``protocol`` (SSD): "reply" = the draft answers each outcome; "push" = the draft sends each built cache
-    and an all-hit round starts the next verification without a message round trip (the executor's
-    ``RunConfig.ssd_protocol``)."""
+    and an all-hit round starts the next verification without a message round trip; "auto" = as the
+    executor's ``RunConfig.ssd_protocol`` "auto" resolves it. ``batching``: "continuous" (finished slots
+    refill from the queue) or "fixed" (the executor's batches of batch_size; finished rows ride along)."""
     _check_inputs(profile, spec, workload, seed)
-    check_choice("protocol", protocol, ("reply", "push"))
+    check_choice("protocol", protocol, PROTOCOLS)
+    check_choice("batching", batching, BATCHING)
     wall = time.perf_counter()
     rng = np.random.default_rng(seed)
-    fast = spec.mode == "ssd" and uses_fast_backup(profile, spec, workload)
+    rs = resolve(spec, profile, protocol=protocol)
+    fast = rs.backup == "fast"
     pmf_p, pmf_b = accept_pmfs(profile, spec, fast) if spec.mode != "ar" else (None, None)
     table = hit_table(profile, spec) if spec.mode == "ssd" else None
     state = BatchState(spec.batch_size, workload.num_sequences, workload.output_tokens, workload.prompt_tokens,
-                       rng, pmf_p, pmf_b, table)
+                       rng, pmf_p, pmf_b, table, fixed=batching == "fixed")
     env = simpy.Environment()
     events: list | None = [] if trace else None
     bar = None
@@ -90,10 +100,11 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
         from tqdm import tqdm
 
         bar = tqdm(total=workload.num_sequences * workload.output_tokens, unit="tok", desc=f"simulate {spec.mode}")
+    costs = RoundCosts(profile, spec, rs)
     if spec.mode == "ssd":
-        engine = SSDEngine(env, profile, spec, state, events, bar, fast=fast, push=protocol == "push")
+        engine = SSDEngine(env, profile, spec, state, events, bar, costs=costs, fast=fast, push=rs.protocol == "push")
     else:
-        engine = (SDEngine if spec.mode == "sd" else AREngine)(env, profile, spec, state, events, bar)
+        engine = (SDEngine if spec.mode == "sd" else AREngine)(env, profile, spec, state, events, bar, costs=costs)
     engine.start()
     try:
         env.run(until=engine.done)
@@ -110,5 +121,6 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
         hit_rate=state.hits / max(1, state.seq_rounds) if spec.mode == "ssd" else 0.0,
         verifier_idle_frac=max(0.0, 1.0 - engine.verify_busy / sim_time) if sim_time > 0 else 0.0,
         draft_utilization=engine.draft_busy / (engine.draft_devices * sim_time) if sim_time > 0 else 0.0,
-        rounds=engine.rounds, sim_time_s=sim_time, tokens=state.tokens, wall_s=time.perf_counter() - wall,
+        rounds=engine.rounds, sim_time_s=sim_time, tokens=state.tokens, resolved=rs.to_dict(),
+        wall_s=time.perf_counter() - wall,
         events=events or [])

@@ -18,7 +18,8 @@ def run_meta(config: RunConfig, p: Prepared) -> dict:
     spec, dtype, ddev = config.spec, getattr(torch, config.dtype), p.draft_device
     drafts = spec.mode != "ar"
     meta = {"spec": spec.to_dict(), "mode": spec.mode, "fanout": list(p.fanout), "fanout_miss": list(p.fanout_miss),
-            "backup_resolved": p.backup if spec.mode == "ssd" else None, "target": source_name(p.target_src),
+            "backup_resolved": p.backup if spec.mode == "ssd" else None, "resolved": p.resolved.to_dict(),
+            "resolved_with": p.resolved_with, "target": source_name(p.target_src),
             "draft": source_name(p.draft_src) if drafts else None, "device": config.device,
             "draft_device": ddev, "target_devices": config.resolved_target_devices,
             "tp_size": len(config.resolved_target_devices), "dtype": str(dtype), "threads": p.threads,

@@ -29,6 +29,7 @@ class RunReport:
     events: list[dict] = field(default_factory=list, repr=False)
     faults: list[dict] = field(default_factory=list)    # draft faults survived (faults.FaultRecord dicts)
     achieved: dict = field(default_factory=dict)  # {"target"|"draft": bytes/s, FLOP/s, roofline fractions}
+    resolved: dict = field(default_factory=dict)  # saguaro_sim.resolve's ResolvedSpec the run executed
 
     def summary(self) -> dict:
         """The headline numbers as a flat dict (no per-round data)."""
@@ -36,7 +37,8 @@ class RunReport:
                 self.mean_tokens_per_round, "acceptance_per_position": self.acceptance_per_position,
                 "hit_rate": self.hit_rate, "wait_share": self.wait_share,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "wall_s": self.wall_s,
-                "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults, "achieved": self.achieved}
+                "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults, "achieved": self.achieved,
+                "resolved": self.resolved}
 
     def achieved_rows(self) -> list[list]:
         """Table rows: achieved GB/s and GFLOP/s per side, and their share of the device peak."""
@@ -87,7 +89,7 @@ def summarize(mode: str, k: int, rounds: list[dict], wall_s: float, tokens: list
     return {
         "tokens_per_s": total / wall_s if wall_s > 0 else 0.0,
         "tokens_per_s_per_seq": [len(t) / s if s > 0 else 0.0 for t, s in zip(tokens, per_seq_s)],
-        "mean_tokens_per_round": sum(produced) / len(produced) if produced else 0.0,
+        "mean_tokens_per_round": total / len(produced) if produced else 0.0,   # tokens kept (<= max_new)
         "acceptance_per_position": acc_pos,
         "hit_rate": sum(hits) / len(hits) if hits else None,
         "wait_share": sum(r["wait_s"] for r in rounds) / spent if spent > 0 else 0.0,

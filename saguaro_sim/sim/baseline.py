@@ -14,12 +14,12 @@ class AREngine(Engine):
         self.env.process(self._run())
 
     def _run(self):
-        env, st, target = self.env, self.state, self.profile.target
+        env, st, step = self.env, self.state, self.costs.ar_step
         chunk = 1 if self.events is not None else AR_CHUNK
         while True:
             n = min(chunk, st.steps_to_next_finish())
-            b, ctx = st.n_active, st.mean_context() + (n - 1) / 2
-            t = n * target(b, 1, ctx)
+            b, ctx = st.n_forward, st.mean_context() + (n - 1) / 2
+            t = n * step(b, ctx)
             start = env.now
             yield env.timeout(t)
             self.verify_busy += t
@@ -37,16 +37,15 @@ class SDEngine(Engine):
         self.env.process(self._run())
 
     def _run(self):
-        env, st, k = self.env, self.state, self.spec.k
-        draft, target = self.profile.draft, self.profile.target
+        env, st, k, costs = self.env, self.state, self.spec.k, self.costs
         while True:
-            b, ctx = st.n_active, st.mean_context()
-            t_d = k * draft(b, 1, ctx)
+            b, ctx = st.n_forward, st.mean_context()
+            t_d = k * costs.draft_step(b, ctx)
             start = env.now
             yield env.timeout(t_d)
             self.draft_busy += t_d
             self.record("draft", "speculator 0", start, t_d, batch=b, k=k)
-            t_v = target(b, k + 1, ctx)
+            t_v = costs.verify(b, ctx)
             start = env.now
             yield env.timeout(t_v)
             self.verify_busy += t_v

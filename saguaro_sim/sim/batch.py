@@ -1,8 +1,11 @@
 """The batch of sequences decoding together: slots, context lengths, per-round draws and per-sequence stats.
 
-Continuous batching: the workload's sequences enter `batch_size` slots in order; when one finishes, the
-next waiting sequence takes its slot at the end of that round; once none wait the batch shrinks. Each new
-sequence starts from a primary (cached) speculation: prefill and the first draft are not modelled.
+Continuous batching (fixed=False): the workload's sequences enter `batch_size` slots in order; when one
+finishes, the next waiting sequence takes its slot at the end of that round; once none wait the batch
+shrinks. Fixed batches (fixed=True, what the executor runs today): sequences go in batches of `batch_size`;
+a finished row rides along (forwards keep the batch's width) until the batch's last row finishes, then the
+next batch starts. Each new sequence starts from a primary (cached) speculation: prefill and the first
+draft are not modelled.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ class BatchState:
 
     def __init__(self, batch: int, num_sequences: int, output_tokens: int, prompt_tokens: int,
                  rng: np.random.Generator, pmf_primary: np.ndarray | None = None,
-                 pmf_backup: np.ndarray | None = None, hit_table: np.ndarray | None = None) -> None:
+                 pmf_backup: np.ndarray | None = None, hit_table: np.ndarray | None = None,
+                 fixed: bool = False) -> None:
         b = min(batch, num_sequences)
         self.rng, self.width = rng, b
         self.out, self.prompt = output_tokens, prompt_tokens
@@ -41,10 +45,21 @@ class BatchState:
         self.seq_rounds = 0  # sequence-rounds (one per active sequence per round)
         self.tokens = 0
         self.hits = 0
+        self.fixed = fixed
+        self.riding: list[int] = []  # fixed batches: finished rows still forwarded with the batch
 
     @property
     def n_active(self) -> int:
         return len(self.slots)
+
+    @property
+    def n_forward(self) -> int:
+        """Rows each forward runs: the active ones, plus finished rows riding along in a fixed batch."""
+        return len(self.slots) + len(self.riding)
+
+    def any_from_backup(self) -> bool:
+        """Whether some active row's outstanding speculation came from the backup (after-miss schedule)."""
+        return any(self.src[s] for s in self.slots)
 
     @property
     def finished(self) -> bool:
@@ -124,6 +139,9 @@ class BatchState:
         return self.out - max(self.done[s] for s in self.slots)
 
     def _refill(self, ended: list[int], now: float) -> None:
+        if self.fixed:
+            self._refill_fixed(ended, now)
+            return
         for s in ended:
             self.finish_s[self.seq[s]] = now
             self.ctx_sum -= self.ctx[s]
@@ -137,6 +155,23 @@ class BatchState:
                 self.src[s] = 0
             else:
                 self.slots.remove(s)
+
+    def _refill_fixed(self, ended: list[int], now: float) -> None:
+        for s in ended:
+            self.finish_s[self.seq[s]] = now
+            self.ctx_sum -= self.ctx[s]
+            self.slots.remove(s)
+            self.riding.append(s)
+        if self.slots:
+            return
+        slots, self.riding = sorted(self.riding), []
+        for s in slots[:max(0, self.num_sequences - self.next_seq)]:
+            self.seq[s] = self.next_seq
+            self.start_s[self.next_seq] = now
+            self.next_seq += 1
+            self.done[s], self.ctx[s], self.src[s] = 0, float(self.prompt), 0
+            self.ctx_sum += self.prompt
+            self.slots.append(s)
 
     def per_seq_rates(self) -> np.ndarray:
         """Tokens per second of each finished sequence (output_tokens / its time in the batch)."""

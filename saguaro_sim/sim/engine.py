@@ -6,6 +6,7 @@ import simpy
 
 from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
+from saguaro_sim.costs import RoundCosts
 from saguaro_sim.sim.batch import BatchState
 
 _PROGRESS_EVERY = 64  # rounds between progress-bar updates
@@ -15,8 +16,13 @@ class Engine:
     """Base of the AR / SD / SSD decoders: owns the simpy environment and the counters they fill."""
 
     def __init__(self, env: simpy.Environment, profile: Profile, spec: SpecConfig, state: BatchState,
-                 events: list | None, progress: object | None = None) -> None:
+                 events: list | None, progress: object | None = None, costs: RoundCosts | None = None) -> None:
         self.env, self.profile, self.spec, self.state = env, profile, spec, state
+        if costs is None:
+            from saguaro_sim.resolve import resolve
+
+            costs = RoundCosts(profile, spec, resolve(spec, profile))
+        self.costs = costs
         self.events = events
         self.progress = progress
         self.done = env.event()

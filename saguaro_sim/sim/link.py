@@ -40,6 +40,16 @@ class Link:
         self.busy_s = 0.0
         self.messages = 0
 
+    def deliver(self, box: Mailbox, msg: object, busy_s: float, name: str, nbytes: int = 0) -> None:
+        """The sender has just spent busy_s sending msg (it was busy, as the executor's sends are): record
+        the span that ended now and put msg into box at once."""
+        self.messages += 1
+        self.busy_s += busy_s
+        if self.events is not None:
+            self.events.append({"name": name, "track": "link", "start_s": self.env.now - busy_s, "dur_s": busy_s,
+                                "args": {"bytes": nbytes}})
+        box.put(msg)
+
     def send(self, box: Mailbox, msg: object, delay: float, name: str, nbytes: int = 0) -> None:
         """Deliver msg into box after delay seconds (immediately when delay is 0)."""
         self.messages += 1

@@ -1,23 +1,24 @@
 """SSD as simpy processes: the verifier, one speculator per draft device, and the link between them.
 
-Round: the lead speculator (device 0) sends a speculation; the verifier receives it (msg_down), verifies
-it (target(b, K+1, L)) and sends the outcome back (msg_up). Meanwhile every draft device builds its share
-of the speculation cache (glue forward + K tree steps over ceil(budget / draft_devices) branches). The
-lead answers once its cache is built and the outcome has arrived: at once when every sequence hit, after
-the backup (neural: K draft steps on device 0; fast: profile.fast_backup_s) when any sequence missed.
-If building takes longer than verification, the verifier waits.
+Round: the verifier verifies the speculation (verify(b, K+1, L)) and sends the outcome (busy for the outcome
+message's time, as the executor's send is). Meanwhile every draft device builds its share of the cache
+(glue + fork + K tree steps over the branches of the schedule the outstanding speculation uses; after a
+miss the after-miss schedule's), and the lead (device 0) adds its own per-round time (profile.executor's
+draft_round: median, plus a stall drawn in a fraction of rounds). Reply protocol: the lead answers once its
+cache is built and the outcome has arrived: at once when every sequence hit, after the backup (neural: K
+draft steps; fast: profile.fast_backup_s) when any sequence missed, busy while sending the speculation. If
+building takes longer than verification, the verifier waits.
 
-push=True models the executor's push protocol: the lead sends its whole cache (one speculation message per
-cached branch's worth of bytes) as soon as it is built; after a round in which every sequence hit, the
-verifier starts the next verification once that cache has arrived, with no outcome/answer round trip;
-after a miss it waits for the backup speculation as before.
+push=True models the executor's push protocol: the lead sends its whole cache (the speculation message's
+bytes per branch) as soon as it is built; the verifier receives it and looks the outcome up
+(profile.verifier_gap_s); after a round in which every sequence hit it starts the next verification at once,
+with no round trip; after a miss it waits for the backup speculation as in reply.
 """
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
-from saguaro_sim.analytic import message_bytes
 from saguaro_sim.sim.engine import Engine
 from saguaro_sim.sim.link import Link, Mailbox
 
@@ -27,18 +28,20 @@ class SSDEngine(Engine):
 
     def __init__(self, *args: object, fast: bool, push: bool = False, **kw: object) -> None:
         super().__init__(*args, **kw)
-        env, spec = self.env, self.spec
+        env = self.env
         self.fast, self.push = fast, push
         self.caches = Mailbox(env)
-        self.draft_devices = spec.draft_devices
-        self.width = math.ceil(spec.budget / spec.draft_devices)
+        self.draft_devices = max(1, len(self.costs.resolved.tree_width))
         self.to_verifier = Mailbox(env)
         self.to_speculator = Mailbox(env)
         self.link = Link(env, self.events)
-        self.go = [env.event() for _ in range(spec.draft_devices)]
-        self.built = [env.event() for _ in range(spec.draft_devices)]
+        self.go = [env.event() for _ in range(self.draft_devices)]
+        self.built = [env.event() for _ in range(self.draft_devices)]
         self.backup_rounds = 0
-        self._msg_cache: dict[tuple[int, int], tuple[int, float]] = {}
+        self._round = self.costs.draft_round()
+        stalls = self._round[1] > 0 and self._round[2] > 0
+        self._stall_rng = np.random.default_rng(int(self.state.rng.integers(2**62))) if stalls else None
+        self._stalls: list[bool] = []
 
     def start(self) -> None:
         self.env.process(self._verifier())
@@ -46,34 +49,31 @@ class SSDEngine(Engine):
         for d in range(1, self.draft_devices):
             self.env.process(self._worker(d))
 
-    def _build_s(self, b: int, ctx: float) -> float:
-        draft, k = self.profile.draft, self.spec.k
-        return draft(b, k + 1, ctx) + k * draft(b, self.width, ctx)
+    def _build_s(self, b: int, ctx: float, from_backup: bool, device: int = 0) -> float:
+        return self.costs.build(b, ctx, self.costs.tree_width(from_backup, device))
 
-    def _message(self, b: int, down: bool) -> tuple[int, float]:
-        """(bytes, seconds) of the speculation (down) or outcome message of a batch of b sequences."""
-        got = self._msg_cache.get((b, down))
-        if got is None:
-            nbytes = message_bytes(self.spec, self.profile.vocab_size, b)[down]
-            got = self._msg_cache[(b, down)] = (nbytes, self.profile.message_s(nbytes))
-        return got
+    def _draft_round_s(self) -> float:
+        """The lead's own time this round: the median, plus a stall in a stall_frac share of rounds."""
+        median, stall, frac = self._round
+        if self._stall_rng is None:
+            return median
+        if not self._stalls:
+            self._stalls = (self._stall_rng.random(1024) < frac).tolist()
+        return median + (stall if self._stalls.pop() else 0.0)
 
-    def _send_speculation(self, b: int) -> None:
-        nbytes, t = self._message(b, True)
-        self.link.send(self.to_verifier, None, t, "speculation", nbytes)
-
-    def _cache_message(self, b: int) -> tuple[int, float]:
-        """(bytes, seconds) of a pushed cache: the speculation message's bytes for each branch's K tokens."""
-        nbytes = self._message(b, True)[0] * max(1, self.width)
-        return nbytes, self.profile.message_s(nbytes)
+    def _send_speculation(self, b: int):
+        nbytes, t = self.costs.message(b, True)
+        if t > 0:
+            yield self.env.timeout(t)
+        self.link.deliver(self.to_verifier, None, t, "speculation", nbytes)
 
     def _verifier(self):
-        env, st, k, target = self.env, self.state, self.spec.k, self.profile.target
+        env, st, costs = self.env, self.state, self.costs
         tracing = self.events is not None
         yield self.to_verifier.get()
         while True:
-            b, ctx = st.n_active, st.mean_context()
-            t_v = target(b, k + 1, ctx)
+            b, ctx = st.n_forward, st.mean_context()
+            t_v = costs.verify(b, ctx)
             start = env.now
             yield env.timeout(t_v)
             self.verify_busy += t_v
@@ -82,34 +82,39 @@ class SSDEngine(Engine):
                 self.record("verify", "verifier", start, t_v, batch=b, tokens=added, any_miss=any_miss)
             if self.end_round():
                 return
-            nbytes, t = self._message(st.n_active, False)
-            self.link.send(self.to_speculator, any_miss, t, "outcome", nbytes)
-            if self.profile.verifier_gap_s > 0:   # the verifier's own work between verifications
-                yield env.timeout(self.profile.verifier_gap_s)
+            nbytes, t = costs.message(st.n_forward, False)
+            if t > 0:
+                yield env.timeout(t)             # the verifier's own work between verifications: the send
+            self.link.deliver(self.to_speculator, any_miss, t, "outcome", nbytes)
             if self.push:
                 yield self.caches.get()          # this round's cache (arrived during the verification, usually)
+                if self.profile.verifier_gap_s > 0:   # receiving it and looking the outcome up: verifier work
+                    yield env.timeout(self.profile.verifier_gap_s)
                 if not any_miss:
                     continue                     # every sequence hit: verify the cached speculation at once
             yield self.to_verifier.get()
 
     def _lead(self):
-        env, st, k = self.env, self.state, self.spec.k
+        env, st = self.env, self.state
         tracing = self.events is not None
-        self._send_speculation(st.n_active)  # the first speculation (drafted before t = 0, not modelled)
+        first = self.costs.message(st.n_forward, True)   # the first speculation (drafted before t = 0)
+        self.link.send(self.to_verifier, None, first[1], "speculation", first[0])
         while True:
-            b, ctx = st.n_active, st.mean_context()
-            t_build = self._build_s(b, ctx)
+            b, ctx, from_backup = st.n_forward, st.mean_context(), st.any_from_backup()
+            t_build = self._build_s(b, ctx, from_backup) + self._draft_round_s()
             start = env.now
             for d in range(1, self.draft_devices):
                 self.built[d] = env.event()
-                self.go[d].succeed(t_build)
+                self.go[d].succeed(self._build_s(b, ctx, from_backup, d))
             built_at = start + t_build  # device 0 is busy building until then (no event needed)
             if self.push:                # the cache leaves as soon as every device has built its share
                 yield env.timeout(t_build)
                 for d in range(1, self.draft_devices):
                     yield self.built[d]
-                nbytes, t = self._cache_message(b)
-                self.link.send(self.caches, None, t, "cache", nbytes)
+                nbytes, t = self.costs.cache_message(b, self.costs.tree_width(from_backup))
+                if t > 0:
+                    yield env.timeout(t)
+                self.link.deliver(self.caches, None, t, "cache", nbytes)
             any_miss = yield self.to_speculator.get()
             if env.now < built_at:  # building takes longer than verification: the verifier waits
                 yield env.timeout(built_at - env.now)
@@ -119,9 +124,9 @@ class SSDEngine(Engine):
             self.draft_busy += t_build
             if tracing:
                 self.record("build cache", "speculator 0", start, t_build, batch=b, budget=self.spec.budget)
-            b, ctx = st.n_active, st.mean_context()
+            b, ctx = st.n_forward, st.mean_context()
             if any_miss:
-                t_b = self.profile.fast_backup_s if self.fast else k * self.profile.draft(b, 1, ctx)
+                t_b = self.costs.backup(b, ctx, self.fast)
                 start = env.now
                 yield env.timeout(t_b)
                 self.backup_rounds += 1
@@ -131,7 +136,7 @@ class SSDEngine(Engine):
                     self.record("fast backup" if self.fast else "neural backup", "speculator 0", start, t_b,
                                 batch=b)
             if any_miss or not self.push:
-                self._send_speculation(b)
+                yield from self._send_speculation(b)
 
     def _worker(self, d: int):
         env, track = self.env, f"speculator {d}"

@@ -92,3 +92,34 @@ def test_compare_takes_medians_and_keeps_every_repeat():
     assert row["rel_error"] == pytest.approx(0.25) and row["spread"] == pytest.approx(40 / 120)
     assert row["beyond_noise"] == 0.0  # a 25% error inside a 33% spread
     assert row["predicted"]["tokens_per_s"] == 150.0 and len(row["predicted_repeats"]) == 3
+
+
+def test_test_set_is_unseen_and_covers_the_issue():
+    from bench.fidelity_configs import CALIBRATION, QUICK_TESTS, TESTS, coverage
+
+    c = coverage(TESTS)
+    assert c["n"] >= 15 and c["batch"] == [1, 2, 4, 8] and c["temperature"] == [0.0, 0.7, 1.0]
+    assert c["backup"] == ["fast", "neural"] and c["sampler_c_below_1"] and c["shape"] == ["geometric", "uniform"]
+    assert set(range(2, 9)) <= set(c["k"])
+    assert not {s for _, s in TESTS} & set(CALIBRATION)          # the fit never sees a test config
+    assert set(QUICK_TESTS) <= {n for n, _ in TESTS}
+
+
+def test_steal_share_from_proc_stat_snapshots():
+    from bench.bench_fidelity import cpu_times, steal_share
+
+    a = {"user": 100, "nice": 0, "system": 50, "idle": 800, "iowait": 0, "irq": 0, "softirq": 0, "steal": 10}
+    b = dict(a, user=180, idle=900, steal=30)
+    assert steal_share(a, b) == pytest.approx(20 / 200)
+    assert steal_share(None, b) is None
+    now = cpu_times()
+    assert now is None or set(now) >= {"user", "idle", "steal"}
+
+
+def test_measured_rate_stops_each_row_at_max_new_tokens():
+    """The last round's accepted + 1 can pass max_new_tokens; only the tokens kept count."""
+    from saguaro.pipeline import decode_rate
+
+    rounds = [{"batch_index": 0, "seq": [0], "t0": float(i), "t1": i + 1.0, "accepted": [3]} for i in range(3)]
+    meas = Measurements(meta={"max_new_tokens": 10}, rounds=rounds)
+    assert decode_rate(meas) == pytest.approx((4 + 2) / 2)      # round 0 (prefill) left out; 4 + 4 + 2 = 10

@@ -135,7 +135,7 @@ def test_simulated_message_time_is_latency_plus_bytes_over_bandwidth():
     p = toy().with_(link_s=link_s, link_bytes_per_s=bw, vocab_size=vocab)
     for temperature in (0.0, 1.0):
         spec = SpecConfig(mode="ssd", k=k, budget=8, batch_size=b, temperature=temperature)
-        res = simulate(p, spec, Workload(num_sequences=b, output_tokens=16), seed=0, trace=True)
+        res = simulate(p, spec, Workload(num_sequences=b, output_tokens=16), seed=0, trace=True, protocol="reply")
         header = (b + 1) * max(3 + k, 10) * 8                             # float64 [B + 1, W]
         q_rows = b * k * vocab * 4 if temperature > 0 else 0               # float32 [B, K, V]
         want = {"outcome": b * 4 * 8, "speculation": header + q_rows}     # int64 [B, 4] back

@@ -53,7 +53,7 @@ RUN_BAD = [
     ({"prompts": ["a"], "prompt_file": __file__}, "prompt_file"), ({"max_new_tokens": 0}, "max_new_tokens"),
     ({"max_new_tokens": 1.5}, "max_new_tokens"), ({"device": "tpu"}, "device"), ({"device": "cuda:x"}, "device"),
     ({"draft_device": "gpu"}, "draft_device"), ({"dtype": "float8"}, "dtype"), ({"seed": -1}, "seed"),
-    ({"timeout_s": 0}, "timeout_s"), ({"b_star": -1}, "b_star"), ({"threads": 0}, "threads"),
+    ({"timeout_s": 0}, "timeout_s"), ({"profile": 3}, "profile"), ({"threads": 0}, "threads"),
     ({"inline_draft": "yes"}, "inline_draft"), ({"draft_timeout_s": 0.0}, "draft_timeout_s"),
     ({"ssd_protocol": "tcp"}, "ssd_protocol"),
     ({"draft_timeout_s": "5"}, "draft_timeout_s"), ({"fallback": "retry"}, "fallback"),

@@ -77,7 +77,7 @@ def test_spec_and_run_config_files_random_text(tmp_path, text):
             pass
 
 
-RUN_KEYS = ["max_new_tokens", "device", "draft_device", "dtype", "seed", "timeout_s", "b_star", "threads",
+RUN_KEYS = ["max_new_tokens", "device", "draft_device", "dtype", "seed", "timeout_s", "profile", "threads",
             "inline_draft", "draft_timeout_s", "fallback", "inject_fault", "prompts", "prompt_file"]
 
 

@@ -23,14 +23,15 @@ def test_bad_spec_names_field(kwargs, field):
     assert "allowed" in str(e.value)
 
 
-def test_defaults_and_resolve():
-    s = SpecConfig(mode="ssd", k=6, budget=24)
-    primary, miss = s.resolve_fanout(alpha=0.8, r=0.5)
-    assert len(primary) == 7 and sum(primary) == 24 and miss == primary
+def test_defaults():
     assert SpecConfig(k=3).budget == 16
     assert SpecConfig(k=2, fanout=(3, 2, 1)).budget == 6
-    u, _ = SpecConfig(k=3, budget=8, fanout_shape="uniform").resolve_fanout()
-    assert u == (2, 2, 2, 2)
+    assert not hasattr(SpecConfig, "resolve_fanout")      # one resolver: saguaro_sim.resolve
+
+
+def test_fanout_miss_is_checked_against_the_budget():
+    with pytest.raises(ConfigError, match="^fanout_miss: sums to 9, more than budget 6"):
+        SpecConfig(k=2, fanout=(3, 2, 1), fanout_miss=(3, 3, 3))
 
 
 def test_round_trip(tmp_path):

@@ -14,6 +14,7 @@ from saguaro_sim import SpecConfig, Workload
 from saguaro_sim.fanout import brute_force_fanout
 from saguaro_sim.optimize import confirm_workload, devices_used, optimize
 from saguaro_sim.pareto import pareto_front
+from saguaro_sim.resolve import resolve_fanouts
 from saguaro_sim.search import (
     Constraints,
     budgets_for,
@@ -48,7 +49,7 @@ def toy_predict(profile, spec, workload, seed=0):
         if spec.mode == "sd":
             t, p = k * step + tv, 0.0
         else:
-            fan, _ = spec.resolve_fanout(profile.acceptance.mean_alpha(k), 0.5)
+            fan, _ = resolve_fanouts(profile, spec)
             p = sum(pmf[j] * profile.hits.hit(fan[j], j, spec.temperature, False, spec.sampler_c)
                     for j in range(k + 1))
             tree = profile.draft(b, math.ceil(spec.budget / spec.draft_devices), ctx)
@@ -227,7 +228,7 @@ def test_search_is_exhaustive_over_small_grid():
     grid = candidates(prof, 1, 0.0, cons)
     brute = max(toy_predict(prof, c.spec, confirm_workload(WL, 1)).tokens_per_s_per_seq for c in grid)
     assert plan.table[0]["tokens_per_s_per_seq"] == pytest.approx(brute)
-    distinct = {(c.spec.mode, c.spec.k, c.spec.budget, c.spec.backup, c.spec.resolve_fanout(0.85, 0.5)) for c in grid}
+    distinct = {(c.spec.mode, c.spec.k, c.spec.budget, c.spec.backup, resolve_fanouts(prof, c.spec)) for c in grid}
     assert len(plan.table) == len(distinct)  # every distinct deployment confirmed once
     for a, b in itertools.pairwise(plan.table):
         assert a["objective"] >= b["objective"]

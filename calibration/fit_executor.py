@@ -1,0 +1,205 @@
+"""Executor costs from real runs' rounds: overheads per kind of forward (beyond the microbenchmarks), the
+draft's own per-round time in SSD (median + stall tail), and the effective one-way message time.
+
+Every forward is costed at the batch width the executor ran it (a batch's rows ride along once finished, so
+the width is the batch's first-round size), per kind: verify (target, K+1), ar_step (target, 1),
+draft_step (SD: (round - verify) / K), glue (draft, K+1), fork (no microbenchmark: all overhead), tree_step
+(draft, the round's tree width: the larger schedule total over its rows, primary or after-miss),
+backup_step (neural backup / K). Greedy (T = 0) and sampled (T > 0) runs are fitted apart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibration.fit_acceptance import RunRounds, steady_rounds
+from calibration.latency import LatencyModel
+from calibration.overheads import _DRAFT_KINDS, KINDS, ExecutorCosts
+
+STALL_MIN_S = 5e-4   # a draft round this much (and 2x its median) above the median counts as a stall
+
+
+def _g(row: dict, key: str) -> float:
+    return float(row.get(key) or 0.0)
+
+
+def _ctx(row: dict) -> float:
+    c = row.get("context", 0)
+    return float(np.mean(c)) if isinstance(c, list | tuple) and c else float(c or 0)
+
+
+def batch_widths(run: RunRounds) -> dict[int, int]:
+    """Rows each forward of a batch ran: the batch's largest live count (its first round's)."""
+    out: dict[int, int] = {}
+    for row in run.rounds:
+        b = row.get("batch_index", 0)
+        out[b] = max(out.get(b, 0), int(row.get("batch", 1)))
+    return out
+
+
+def tree_width(run: RunRounds, row: dict) -> int:
+    """Branches the round's tree held: the larger of its rows' schedule totals (after-miss for rows whose
+    speculation came from the backup); the budget when the run records no schedules."""
+    prim = sum(run.fanout) if run.fanout else (run.budget or 0)
+    miss = sum(run.fanout_miss) if run.fanout_miss else prim
+    fb = row.get("from_backup") or [False]
+    return max(1, max(miss if f else prim for f in fb))
+
+
+def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, int, float, float]]]:
+    """{(regime, kind): [(width, new_tokens, context, seconds)]} from steady rounds."""
+    out: dict[tuple[str, str], list] = {}
+
+    def add(regime: str, kind: str, *v: float) -> None:
+        out.setdefault((regime, kind), []).append(tuple(v))
+
+    for run in runs:
+        k, widths = run.k, batch_widths(run)
+        regime = "sampled" if run.temperature > 0 else "greedy"
+        for row in steady_rounds(run):
+            b, c = widths.get(row.get("batch_index", 0), int(row.get("batch", 1))), _ctx(row)
+            if _g(row, "verify_s") > 0:
+                add(regime, "ar_step" if run.mode == "ar" else "verify", b, 1 if run.mode == "ar" else k + 1, c,
+                    _g(row, "verify_s"))
+            span = _g(row, "t1") - _g(row, "t0")
+            if run.mode == "sd" and span > _g(row, "verify_s") > 0:
+                add(regime, "draft_step", b, 1, c, (span - _g(row, "verify_s")) / k)
+            if run.mode != "ssd":
+                continue
+            if _g(row, "glue_s") > 0:
+                add(regime, "glue", b, k + 1, c, _g(row, "glue_s"))
+            if _g(row, "fork_s") > 0:
+                add(regime, "fork", b, k + 1, c, _g(row, "fork_s"))
+            if _g(row, "tree_s") > 0:
+                add(regime, "tree_step", b, tree_width(run, row), c, _g(row, "tree_s") / k)
+            if _g(row, "backup_s") > 0 and run.backup == "neural":
+                add(regime, "backup_step", b, 1, c, _g(row, "backup_s") / k)
+    return out
+
+
+def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray) -> list[float]:
+    """Count-weighted least-squares line through per-token-count mean overheads; slope >= 0 (flat when a
+    single width was seen), extrapolated linearly."""
+    if len(xs) < 2:
+        return [float(ys[0]), 0.0]
+    w = np.sqrt(ns)
+    slope, base = np.polyfit(xs, ys, 1, w=w)
+    if slope < 0:
+        return [float(np.average(ys, weights=ns)), 0.0]
+    return [float(base), float(slope)]
+
+
+def fit_kind(model: LatencyModel | None, rows: list[tuple]) -> tuple[list[float], dict]:
+    """[base_s, per_token_s] of one kind's overhead: residuals against the microbenchmark model (the whole
+    time for kinds with none) averaged per token count (the mean: stalls are part of what throughput pays)."""
+    by_x: dict[float, list[float]] = {}
+    for b, n, c, s in rows:
+        by_x.setdefault(float(b * n), []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
+    xs = np.asarray(sorted(by_x))
+    ys = np.asarray([np.mean(by_x[x]) for x in xs])
+    ns = np.asarray([len(by_x[x]) for x in xs], float)
+    line = _line(xs, ys, ns)
+    return line, {"n": len(rows), "by_tokens": {str(int(x)): {"mean_overhead_s": float(y), "n": int(n)}
+                                                for x, y, n in zip(xs, ys, ns)}, "line": line}
+
+
+def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds],
+                       mode: str | None = None) -> tuple[ExecutorCosts, dict]:
+    """Per-kind, per-regime overhead lines; each kind from `mode`'s runs when they have it, else from all.
+    A kind seen only greedy gets a sampled line = greedy + the mean sampled-minus-greedy difference of the
+    same side's kinds seen in both (SD at T > 0 pays the sampling the SSD runs measured)."""
+    all_rows = kind_rows(runs)
+    mine = kind_rows([r for r in runs if r.mode == mode]) if mode else {}
+    lines: dict[str, dict] = {"greedy": {}, "sampled": {}}
+    info: dict = {}
+    for (regime, kind), rows in all_rows.items():
+        rows = mine.get((regime, kind)) or rows
+        model = None if kind == "fork" else (target if kind in ("verify", "ar_step") else draft)
+        lines[regime][kind], info[f"{regime}.{kind}"] = fit_kind(model, rows)
+    g, s = lines["greedy"], lines["sampled"]
+    for side in (_DRAFT_KINDS, tuple(k for k in KINDS if k not in _DRAFT_KINDS)):
+        both = [k for k in side if k in g and k in s]
+        if not both:
+            continue
+        d0 = float(np.mean([s[k][0] - g[k][0] for k in both]))
+        d1 = float(np.mean([s[k][1] - g[k][1] for k in both]))
+        for k in side:
+            if k in g and k not in s:
+                s[k] = [g[k][0] + d0, max(0.0, g[k][1] + d1)]
+                info[f"sampled.{k}"] = {"derived_from": f"greedy.{k}", "sampling_extra": [d0, d1], "from": both}
+    return ExecutorCosts(lines={r: v for r, v in lines.items() if v}), info
+
+
+def draft_round(runs: list[RunRounds]) -> tuple[dict, dict]:
+    """The draft's own time per SSD round beyond glue + fork + tree + backup, from push-protocol rounds the
+    draft bound (its forwards took longer than the verification and the verifier's send, so the round's
+    period is the draft's cycle less the cache's send, about the verifier's; reply rounds cannot tell it from
+    message time): median, and the stall tail
+    (rounds over max(2 x median, median + STALL_MIN_S)): its share and mean excess."""
+    over = []
+    for run in runs:
+        if run.mode != "ssd" or run.protocol != "push":
+            continue
+        for row in steady_rounds(run):
+            work = sum(_g(row, k) for k in ("glue_s", "fork_s", "tree_s", "backup_s"))
+            span = _g(row, "t1") - _g(row, "t0")
+            if work > _g(row, "verify_s") + _g(row, "msg_s") and _g(row, "verify_s") > 0 and span > 0:
+                over.append(max(0.0, span - work - _g(row, "msg_s")))   # the cache's send is modelled apart
+    if not over:
+        return {}, {"n": 0}
+    o = np.asarray(over)
+    med = float(np.median(o))
+    tail = o[o > max(2 * med, med + STALL_MIN_S)]
+    d = {"median_s": med, "stall_s": float(tail.mean() - med) if tail.size else 0.0,
+         "stall_frac": float(tail.size / o.size)}
+    return d, {"n": int(o.size), **d, "mean_s": float(o.mean())}
+
+
+def effective_link_s(runs: list[RunRounds], link_s: float = 0.0, draft_round_s: float = 0.0
+                     ) -> tuple[float | None, dict]:
+    """One-way message time m >= link_s (the microbenchmarked one). Reply runs: the m that makes the model's
+    round, mean(max(verify + m, build + draft round) + m) + mean(backup), match the measured mean round (by
+    bisection). Push runs (none of reply): the median outcome send (msg_s), the verifier's own send."""
+    reply = [r for r in runs if r.mode == "ssd" and r.protocol != "push"]
+    push = [r for r in runs if r.mode == "ssd" and r.protocol == "push"]
+    if not reply:
+        sends = [_g(row, "msg_s") for r in push for row in steady_rounds(r) if _g(row, "msg_s") > 0]
+        if not sends:
+            return None, {"n": 0}
+        m = max(float(link_s), float(np.median(sends)))
+        return m, {"n": len(sends), "one_way_s": m, "from": "push runs: median outcome send"}
+    obs = []
+    for run in reply:
+        for r in steady_rounds(run):
+            if _g(r, "verify_s") > 0 and r.get("t1") is not None and r.get("t0") is not None:
+                build = sum(_g(r, k) for k in ("glue_s", "fork_s", "tree_s")) + draft_round_s
+                obs.append((_g(r, "t1") - _g(r, "t0"), _g(r, "verify_s"), build, _g(r, "backup_s")))
+    if not obs:
+        return None, {"n": 0}
+    t, v, build, bk = (np.asarray(x) for x in zip(*obs))
+    goal = float(t.mean())
+
+    def period(m: float) -> float:
+        return float((np.maximum(v + m, build) + m).mean() + bk.mean())
+
+    lo, hi = float(link_s), max(goal, float(link_s))
+    if period(lo) < goal:
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if period(mid) < goal else (lo, mid)
+    return lo, {"n": len(obs), "one_way_s": lo, "mean_round_s": goal, "mean_verify_s": float(v.mean()),
+                "mean_build_s": float(build.mean()), "build_bound_share": float(np.mean(build > v + lo)),
+                "from": "reply runs: mean round"}
+
+
+def verifier_lookup_s(runs: list[RunRounds]) -> tuple[float, dict]:
+    """Push protocol: the verifier's own time receiving a pushed cache and looking the outcome up, the median
+    wait of hit rounds the verification clearly bound (draft forwards under 70% of it, so the cache had
+    arrived and the wait is the verifier's own work); 0 when no round was verify-bound."""
+    waits = [_g(row, "wait_s") for run in runs if run.mode == "ssd" and run.protocol == "push"
+             for row in steady_rounds(run) if _g(row, "verify_s") > 0 and not any(row.get("from_backup") or [])
+             and sum(_g(row, k) for k in ("glue_s", "fork_s", "tree_s")) < 0.7 * _g(row, "verify_s")]
+    if not waits:
+        return 0.0, {"n": 0}
+    return float(np.median(waits)), {"n": len(waits), "median_s": float(np.median(waits)),
+                                     "mean_s": float(np.mean(waits))}

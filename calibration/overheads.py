@@ -1,0 +1,77 @@
+"""ExecutorCosts: what the real executor spends beyond the microbenchmarked forwards, per kind of forward.
+
+Each kind (``KINDS``) has a line ``base + per_token * tokens`` (tokens = batch width * new tokens of that
+forward, at the width the executor really runs: finished rows ride along), fitted separately for greedy
+(T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor). ``draft_round``: the
+draft process's own time per SSD round beyond its forwards (receiving, settling, looking up, sending), as a
+median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from calibration.errors import ConfigError, check_number
+
+KINDS = ("verify", "ar_step", "draft_step", "glue", "fork", "tree_step", "backup_step")
+REGIMES = ("greedy", "sampled")
+_DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
+
+
+@dataclass(frozen=True)
+class ExecutorCosts:
+    """lines[regime][kind] = (base_s, per_token_s); draft_round = {median_s, stall_s, stall_frac}."""
+
+    lines: dict = field(default_factory=dict)
+    draft_round: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lines, dict):
+            raise ConfigError("profile.executor.lines", f"must be an object, got {type(self.lines).__name__}",
+                              "{greedy|sampled: {kind: [base_s, per_token_s]}}")
+        for regime, by_kind in self.lines.items():
+            if regime not in REGIMES or not isinstance(by_kind, dict):
+                raise ConfigError(f"profile.executor.lines.{regime}", "unknown regime or not an object",
+                                  " | ".join(REGIMES))
+            for kind, line in by_kind.items():
+                where = f"profile.executor.lines.{regime}.{kind}"
+                if kind not in KINDS:
+                    raise ConfigError(where, "unknown kind", ", ".join(KINDS))
+                if not isinstance(line, list | tuple) or len(line) != 2:
+                    raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s]")
+                check_number(f"{where}[0]", line[0], -10.0, 10.0)
+                check_number(f"{where}[1]", line[1], -1.0, 1.0)
+        for key in ("median_s", "stall_s"):
+            check_number(f"profile.executor.draft_round.{key}", self.draft_round.get(key, 0.0), 0.0, 10.0)
+        check_number("profile.executor.draft_round.stall_frac", self.draft_round.get("stall_frac", 0.0), 0.0, 1.0)
+
+    def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0) -> float:
+        """Overhead (s; negative when the executor beats the microbenchmark) of one forward of this kind at
+        this width; a kind fitted in one regime only uses that regime's line (0 when never fitted)."""
+        regime, other = ("sampled", "greedy") if temperature > 0 else ("greedy", "sampled")
+        line = self.lines.get(regime, {}).get(kind) or self.lines.get(other, {}).get(kind)
+        return 0.0 if line is None else line[0] + line[1] * batch * new_tokens
+
+    def with_draft_round(self, draft_round: dict) -> ExecutorCosts:
+        """A copy with the draft's per-round time replaced."""
+        return ExecutorCosts(lines=self.lines, draft_round=dict(draft_round))
+
+    def draft_round_mean(self) -> float:
+        """Mean per-round draft-side overhead: median + stall_frac * stall_s."""
+        d = self.draft_round
+        return float(d.get("median_s", 0.0)) + float(d.get("stall_frac", 0.0)) * float(d.get("stall_s", 0.0))
+
+    def to_dict(self) -> dict:
+        return {"lines": {r: {k: list(v) for k, v in by.items()} for r, by in self.lines.items()},
+                "draft_round": dict(self.draft_round)}
+
+    @classmethod
+    def from_dict(cls, d: object) -> ExecutorCosts | None:
+        if d is None:
+            return None
+        if not isinstance(d, dict):
+            raise ConfigError("profile.executor", f"must be an object, got {type(d).__name__}", "{lines, draft_round}")
+        unknown = sorted(set(d) - {"lines", "draft_round"})
+        if unknown:
+            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key", "lines, draft_round")
+        return cls(lines=dict(d.get("lines", {})), draft_round=dict(d.get("draft_round", {})))
