@@ -12,7 +12,6 @@ from saguaro_exec.config import RunConfig, check_prompt_ids, check_vocab
 from saguaro_exec.devices import check_present
 from saguaro_exec.model.accel import Accel, resolve_accel
 from saguaro_exec.speculator.process import load_source
-from saguaro_exec.speculator.protocol import PUSH_Q_BYTES, max_branches
 from saguaro_exec.tp.protocol import TPArgs
 from saguaro_exec.tp.target import TPTarget
 from saguaro_sim.resolve import ResolvedSpec, resolve, run_profile

@@ -26,12 +26,12 @@ import torch
 import torch.distributed as dist
 
 from saguaro_exec.speculator.cache import Fork, SpecCache
+from saguaro_sim.resolve import PUSH_Q_BYTES  # noqa: F401  (the resolver owns the protocol rule)
 
 TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
 TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
 PHASES = ("reply", "backup", "glue", "fork", "tree")
-PUSH_Q_BYTES = 4 << 20          # protocol "auto": push the cache unless its q rows (T > 0) exceed this per round
 
 
 @dataclass
