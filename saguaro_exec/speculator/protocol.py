@@ -26,7 +26,6 @@ import torch
 import torch.distributed as dist
 
 from saguaro_exec.speculator.cache import Fork, SpecCache
-from saguaro_sim.resolve import PUSH_Q_BYTES  # noqa: F401  (the resolver owns the protocol rule)
 
 TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
