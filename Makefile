@@ -12,7 +12,7 @@ $(BIN)/saguaro: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# pin the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[exec,dev]'
+	$(BIN)/pip install -q -e '.[exec,dev,hf]' torch==2.13.0
 	touch $(BIN)/saguaro
 
 test: setup
