@@ -62,6 +62,8 @@ class Profile:
         check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
         check_number("profile.verifier_gap_s", self.verifier_gap_s, 0.0, 10.0)
         check_number("profile.vocab_size", self.vocab_size, 1, 10_000_000, integer=True)
+        for who in ("target", "draft"):
+            _check_latency(f"profile.{who}", getattr(self, who))
         _check_placement(self.provenance.get("placement", {}) if isinstance(self.provenance, dict) else {})
 
     @property
@@ -137,6 +139,27 @@ def placement_of(metas: list[dict]) -> dict:
         if devices:
             return {"target_devices": list(devices), "draft_device": m.get("draft_device"), "tp_size": len(devices)}
     return {}
+
+
+# shapes a plan can ask a latency model for: (batch, new tokens per sequence, context)
+_LATENCY_SHAPES = ((1, 1, 0), (1, 1, 4096), (1, 65, 4096), (64, 65, 32768), (4096, 65, 131072))
+LATENCY_RANGE_S = (1e-9, 1e5)
+
+
+def _check_latency(where: str, model: LatencyModel) -> None:
+    """Every latency the model predicts at the shapes a plan uses is finite and within LATENCY_RANGE_S:
+    a zero, infinite or 1e308 latency would divide by zero or overflow in simulate / optimize."""
+    lo, hi = LATENCY_RANGE_S
+    for batch, new, ctx in _LATENCY_SHAPES[:2]:
+        t = model(batch, new, ctx)
+        if not lo <= t <= hi:  # NaN fails too
+            raise ConfigError(where, f"predicts {t!r} s for one forward (batch {batch}, {new} new token(s), "
+                              f"context {ctx})", f"latencies in [{lo:g}, {hi:g}] s")
+    for batch, new, ctx in _LATENCY_SHAPES[2:]:
+        t = model(batch, new, ctx)
+        if not t <= hi * 1e3:
+            raise ConfigError(where, f"predicts {t!r} s for one forward (batch {batch}, {new} new tokens, "
+                              f"context {ctx})", f"latencies up to {hi * 1e3:g} s")
 
 
 def _check_placement(p: object) -> None:
