@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hardware import HARDWARE, get_hardware
+from calibration.jsonio import load_toml, parse_json
 from saguaro_exec.devices import check_device, check_target_devices, device_index, is_cuda
 from saguaro_exec.faults import FALLBACKS, parse_fault
 from saguaro_exec.model.accel import check_accel
@@ -192,9 +192,9 @@ class RunConfig:
             raise ConfigError("prompt_file", f"{path}: invalid UTF-8 at byte {e.start}", "UTF-8 text") from None
         try:
             if path.suffix == ".json":
-                prompts = json.loads(text)
+                prompts = parse_json(text, "prompt", "prompt_file")
             elif path.suffix == ".jsonl":
-                prompts = [json.loads(line) for line in text.splitlines() if line.strip()]
+                prompts = [parse_json(line, "prompt", "prompt_file") for line in text.splitlines() if line.strip()]
             else:
                 prompts = [line.replace("\\n", "\n") for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as e:
@@ -208,10 +208,7 @@ class RunConfig:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(str(path), "config file not found", "an existing .toml file")
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(str(path), f"syntax error ({e})", "valid TOML") from None
+        data = load_toml(path)
         known = {f.name for f in fields(cls)}
         for key in data:
             if key not in known:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from calibration.errors import ConfigError, check_choice, check_number
-from calibration.jsonio import write_atomic
+from calibration.jsonio import load_json_any, load_toml, write_atomic
 from saguaro_sim.fanout import check_fanout
 
 MODES = ("ar", "sd", "ssd")
@@ -112,11 +111,7 @@ class SpecConfig:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(str(path), "config file not found", "an existing .toml or .json file")
-        text = path.read_text()
-        try:
-            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(str(path), f"syntax error ({e})", "valid TOML or JSON") from None
+        data = load_json_any(path, "config") if path.suffix == ".json" else load_toml(path)
         if isinstance(data, dict) and isinstance(data.get("spec"), dict):
             data = data["spec"]
         return cls.from_dict(data, where=f"{path}: ")

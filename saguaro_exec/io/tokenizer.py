@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
+from calibration.errors import check_text
+from calibration.jsonio import load_json_any
 from saguaro_exec.model.errors import ConfigError
 
 BYTE_TOKENIZER_FILE = "byte_tokenizer.json"  # marker file shipped with the tiny pair
@@ -23,7 +24,7 @@ class ByteTokenizer:
         self.vocab_size = vocab_size if vocab_size is not None else max(bos_id, eos_id) + 1
 
     def encode(self, text: str, bos: bool = False) -> list[int]:
-        ids = list(text.encode("utf-8"))
+        ids = list(check_text("prompts", text).encode("utf-8"))
         return [self.bos_id, *ids] if bos else ids
 
     def decode(self, ids) -> str:
@@ -35,12 +36,13 @@ class ByteTokenizer:
 
     @classmethod
     def from_file(cls, file: str | os.PathLike) -> ByteTokenizer:
+        d = load_json_any(file, "byte tokenizer")
         try:
-            d = json.loads(Path(file).read_text())
-            if d.get("type") != "byte":
-                raise ConfigError(f"{file} type", f"got {d.get('type')!r}", "byte")
+            if not isinstance(d, dict) or d.get("type") != "byte":
+                raise ConfigError(f"{file} type", f"got {str(d)[:60] if not isinstance(d, dict) else d.get('type')!r}",
+                                  "byte")
             return cls(int(d["bos_id"]), int(d["eos_id"]), d.get("vocab_size"))
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ConfigError):
                 raise
             raise ConfigError(str(file), f"malformed byte tokenizer file ({e!r})") from e
@@ -54,12 +56,16 @@ class HFTokenizer:
     def __init__(self, file: str | os.PathLike, bos_id: int | None = None, eos_id: int | None = None) -> None:
         from tokenizers import Tokenizer
 
-        self._tok = Tokenizer.from_file(str(file))
+        try:
+            self._tok = Tokenizer.from_file(str(file))
+        except Exception as e:  # noqa: BLE001 - tokenizers raises a bare Exception for a corrupt file
+            raise ConfigError(f"checkpoint tokenizer.json ({file})", f"unreadable ({' '.join(str(e).split())[:160]})",
+                              "a tokenizer.json written by Hugging Face tokenizers") from None
         self.bos_id, self.eos_id = bos_id, eos_id
         self.vocab_size = self._tok.get_vocab_size()
 
     def encode(self, text: str, bos: bool = False) -> list[int]:
-        ids = self._tok.encode(text, add_special_tokens=False).ids
+        ids = self._tok.encode(check_text("prompts", text), add_special_tokens=False).ids
         return [self.bos_id, *ids] if bos and self.bos_id is not None else ids
 
     def decode(self, ids) -> str:
@@ -68,17 +74,15 @@ class HFTokenizer:
 
 def load_tokenizer(checkpoint_dir: str | os.PathLike) -> ByteTokenizer | HFTokenizer:
     """tokenizer.json -> HFTokenizer; byte_tokenizer.json (the tiny pair) -> ByteTokenizer; else ConfigError."""
-    path = Path(checkpoint_dir)
-    if not path.is_dir():
-        raise ConfigError("checkpoint", f"directory {str(path)!r} does not exist")
+    from saguaro_exec.io.hub import resolve_checkpoint
+
+    path = resolve_checkpoint(checkpoint_dir)
     bos = eos = None
     if (path / "config.json").is_file():
-        try:
-            cfg = json.loads((path / "config.json").read_text())
-            bos, eos = cfg.get("bos_token_id"), cfg.get("eos_token_id")
-            eos = eos[0] if isinstance(eos, list) and eos else eos
-        except (OSError, json.JSONDecodeError):
-            pass
+        from saguaro_exec.model.loading import read_config
+
+        cfg = read_config(path)            # the same typed checks as the model's
+        bos, eos = cfg.bos_token_id, (cfg.eos_ids or [None])[0]
     if (path / "tokenizer.json").is_file():
         return HFTokenizer(path / "tokenizer.json", bos, eos)
     if (path / BYTE_TOKENIZER_FILE).is_file():

@@ -1,13 +1,21 @@
-"""ModelConfig: the shape of a Llama / Qwen3 decoder, read from and written to HF config.json."""
+"""ModelConfig: the shape of a Llama / Qwen2 / Qwen3 decoder, read from and written to HF config.json
+(the HF layout, its defaults and its checks: hf_config.py)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from calibration.errors import check_int
+from saguaro_exec.model import hf_config
 from saguaro_exec.model.errors import ConfigError
+from saguaro_exec.model.hf_config import ARCHITECTURES
 
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+# API ranges of the shape fields (the same as config.json's)
+_RANGES = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_layers": "num_hidden_layers",
+           "num_heads": "num_attention_heads", "num_kv_heads": "num_key_value_heads",
+           "intermediate_size": "intermediate_size", "head_dim": "head_dim",
+           "max_position_embeddings": "max_position_embeddings"}
 ROPE_TYPES = ("default", "linear", "llama3")
 
 
@@ -24,14 +32,16 @@ class ModelConfig:
     rope_scaling: dict | None = None  # HF layout, e.g. {"rope_type": "llama3", "factor": 8.0, ...}
     rms_norm_eps: float = 1e-5
     qk_norm: bool = False  # Qwen3: RMSNorm over head_dim on q and k before RoPE
-    attention_bias: bool = False
+    attention_bias: bool = False  # Llama / Qwen3: bias on q/k/v/o; Qwen2: always, on q/k/v only
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 2048
-    architecture: str = "llama"  # "llama" | "qwen3"
+    architecture: str = "llama"  # "llama" | "qwen2" | "qwen3"
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
 
     def __post_init__(self) -> None:
+        if self.architecture == "qwen2":
+            self.attention_bias = True       # Qwen2's q/k/v always carry a bias (o_proj never)
         if self.head_dim is None:
             if isinstance(self.num_heads, int) and self.num_heads > 0 and self.hidden_size % self.num_heads:
                 raise ConfigError("ModelConfig.head_dim", f"not given and hidden_size ({self.hidden_size}) is "
@@ -41,11 +51,12 @@ class ModelConfig:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
-                     "intermediate_size", "head_dim", "max_position_embeddings"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"ModelConfig.{name}", f"got {value!r}", "a positive integer")
+        for name, hf_key in _RANGES.items():
+            lo, hi = hf_config.INT_RANGES[hf_key]
+            check_int(f"ModelConfig.{name}", getattr(self, name), lo, hi)
+        for name in ("qk_norm", "attention_bias", "tie_word_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"ModelConfig.{name}", f"got {getattr(self, name)!r}", "True | False")
         if self.num_heads % self.num_kv_heads:
             raise ConfigError("ModelConfig.num_kv_heads", f"{self.num_kv_heads} does not divide "
                               f"num_heads ({self.num_heads})", "a divisor of num_heads")
@@ -56,8 +67,8 @@ class ModelConfig:
                               " | ".join(ARCHITECTURES))
         for name in ("rope_theta", "rms_norm_eps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ConfigError(f"ModelConfig.{name}", f"got {value!r}", "a number > 0")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ConfigError(f"ModelConfig.{name}", f"got {value!r}", "a finite number > 0")
         for name in ("bos_token_id", "eos_token_id"):
             ids = getattr(self, name)
             ids = [] if ids is None else (ids if isinstance(ids, list) else [ids])
@@ -95,6 +106,16 @@ class ModelConfig:
         return str(self.rope_scaling.get("rope_type", self.rope_scaling.get("type", "default")))
 
     @property
+    def qkv_bias(self) -> bool:
+        """q/k/v projections carry a bias (Qwen2 always; Llama / Qwen3 with attention_bias)."""
+        return self.attention_bias or self.architecture == "qwen2"
+
+    @property
+    def o_bias(self) -> bool:
+        """o_proj carries a bias (Llama / Qwen3 with attention_bias; never Qwen2)."""
+        return self.attention_bias and self.architecture != "qwen2"
+
+    @property
     def eos_ids(self) -> list[int]:
         e = self.eos_token_id
         return [] if e is None else (list(e) if isinstance(e, list) else [e])
@@ -104,100 +125,19 @@ class ModelConfig:
         attn = h * hd * (2 * self.num_heads + 2 * self.num_kv_heads)
         mlp = 3 * h * self.intermediate_size
         norms = 2 * h + (2 * hd if self.qk_norm else 0)
+        norms += hd * (self.num_heads + 2 * self.num_kv_heads) * self.qkv_bias + h * self.o_bias
         emb = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return self.num_layers * (attn + mlp + norms) + emb + h
 
     # ------------------------------------------------------------------ HF layout
     @classmethod
     def from_hf(cls, d: dict[str, Any]) -> ModelConfig:
-        if not isinstance(d, dict):
-            raise ConfigError("config.json", f"holds {type(d).__name__}", "a JSON object")
-        arch = _architecture_of(d)
-        if d.get("hidden_act", "silu") not in ("silu", "swish"):
-            raise ConfigError("config.json hidden_act", f"{d['hidden_act']!r} is not supported", "silu")
-        if d.get("mlp_bias", False):
-            raise ConfigError("config.json mlp_bias", "true is not supported", "false")
-        if arch == "qwen3" and d.get("use_sliding_window", False):
-            raise ConfigError("config.json use_sliding_window", "true is not supported", "false")
-        rope_theta = d.get("rope_theta")
-        rope_scaling = d.get("rope_scaling")
-        params = d.get("rope_parameters")  # newer transformers layout
-        if isinstance(params, dict):
-            rope_theta = params.get("rope_theta", rope_theta)
-            if params.get("rope_type", "default") != "default" and rope_scaling is None:
-                rope_scaling = {k: v for k, v in params.items() if k != "rope_theta"}
-        if isinstance(rope_scaling, dict) and rope_scaling.get("rope_type", rope_scaling.get("type")) == "default":
-            rope_scaling = None
-        missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                               "intermediate_size") if k not in d]
-        if missing:
-            raise ConfigError(f"config.json {missing[0]}", f"missing required field(s): {', '.join(missing)}")
-        return cls(
-            vocab_size=d["vocab_size"],
-            hidden_size=d["hidden_size"],
-            num_layers=d["num_hidden_layers"],
-            num_heads=d["num_attention_heads"],
-            num_kv_heads=d.get("num_key_value_heads") or d["num_attention_heads"],
-            intermediate_size=d["intermediate_size"],
-            head_dim=d.get("head_dim"),
-            rope_theta=_float("rope_theta", rope_theta if rope_theta is not None else (1e6 if arch == "qwen3" else 1e4)),
-            rope_scaling=rope_scaling,
-            rms_norm_eps=_float("rms_norm_eps", d.get("rms_norm_eps", 1e-6 if arch == "qwen3" else 1e-5)),
-            qk_norm=arch == "qwen3",
-            attention_bias=bool(d.get("attention_bias", False)),
-            tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
-            max_position_embeddings=d.get("max_position_embeddings", 2048),
-            architecture=arch,
-            bos_token_id=d.get("bos_token_id"),
-            eos_token_id=d.get("eos_token_id"),
-        )
+        """From a parsed config.json; errors name the config.json key (hf_config.model_kwargs)."""
+        return cls(**hf_config.model_kwargs(d))
 
     def to_hf(self) -> dict[str, Any]:
-        if self.qk_norm != (self.architecture == "qwen3"):
-            raise ConfigError("ModelConfig.qk_norm", f"{self.qk_norm} cannot be written as HF architecture "
-                              f"{self.architecture!r}", "qk_norm=True exactly when architecture='qwen3'")
-        return {
-            "architectures": [ARCHITECTURES[self.architecture]],
-            "model_type": self.architecture,
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
-            "num_hidden_layers": self.num_layers,
-            "num_attention_heads": self.num_heads,
-            "num_key_value_heads": self.num_kv_heads,
-            "head_dim": self.head_dim,
-            "hidden_act": "silu",
-            "max_position_embeddings": self.max_position_embeddings,
-            "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta,
-            "rope_scaling": self.rope_scaling,
-            "attention_bias": self.attention_bias,
-            "attention_dropout": 0.0,
-            "mlp_bias": False,
-            "tie_word_embeddings": self.tie_word_embeddings,
-            "bos_token_id": self.bos_token_id,
-            "eos_token_id": self.eos_token_id,
-            "torch_dtype": "float32",
-        }
+        """The config.json dict (transformers reads it back as the same model)."""
+        return hf_config.to_hf(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _float(key: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ConfigError(f"config.json {key}", f"expected a number, got {v!r}", "a number > 0")
-    return float(v)
-
-
-def _architecture_of(d: dict[str, Any]) -> str:
-    names = d.get("architectures") or []
-    if not isinstance(names, list):
-        raise ConfigError("config.json architectures", f"expected a list, got {names!r}",
-                          "[" + " | ".join(ARCHITECTURES.values()) + "]")
-    model_type = d.get("model_type")
-    for arch, cls_name in ARCHITECTURES.items():
-        if cls_name in names or model_type == arch:
-            return arch
-    shown = names or model_type
-    raise ConfigError("config.json architectures", f"{shown!r} is not supported", " | ".join(ARCHITECTURES.values()))

@@ -12,6 +12,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from calibration.jsonio import load_json_any
+from saguaro_exec.io.hub import resolve_checkpoint
 from saguaro_exec.model.config import ModelConfig
 from saguaro_exec.model.errors import ConfigError
 from saguaro_exec.model.transformer import Transformer
@@ -20,17 +22,17 @@ SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 
 
+# tensors some checkpoints carry that no model reads (transformers ignores them too)
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
 def read_config(path: str | os.PathLike) -> ModelConfig:
-    path = Path(path)
-    if not path.is_dir():
-        raise ConfigError("checkpoint", f"directory {str(path)!r} does not exist")
+    """The ModelConfig of a checkpoint folder (or hub id in the local cache); errors name the config.json key."""
+    path = resolve_checkpoint(path)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise ConfigError("checkpoint config.json", f"{str(path)!r} has no config.json")
-    try:
-        raw = json.loads(cfg_file.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError("checkpoint config.json", f"cannot parse {cfg_file}: {e}") from e
+    raw = load_json_any(cfg_file, "checkpoint config", f"checkpoint config.json ({cfg_file})")
     try:
         return ModelConfig.from_hf(raw)
     except ConfigError as e:
@@ -40,10 +42,11 @@ def read_config(path: str | os.PathLike) -> ModelConfig:
 def _shard_map(path: Path) -> dict[str, Path]:
     """tensor name -> shard file."""
     if (path / INDEX_FILE).is_file():
-        try:
-            weight_map = json.loads((path / INDEX_FILE).read_text())["weight_map"]
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ConfigError(f"checkpoint {INDEX_FILE}", f"malformed index {path / INDEX_FILE} ({e!r})") from e
+        index = load_json_any(path / INDEX_FILE, "checkpoint index", f"checkpoint {INDEX_FILE}")
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise ConfigError(f"checkpoint {INDEX_FILE}", f"malformed index {path / INDEX_FILE} (no weight_map "
+                              "of tensor name -> file name)")
         missing = sorted({f for f in weight_map.values() if not (path / f).is_file()})
         if missing:
             raise ConfigError("checkpoint shards", f"file(s) listed in {INDEX_FILE} are missing from {str(path)!r}: {missing}")
@@ -85,8 +88,9 @@ def _read_tensors(shards: dict[str, Path], names: list[str]) -> dict[str, torch.
 
 def load_model(path: str | os.PathLike, device: torch.device | str = "cpu",
                dtype: torch.dtype = torch.float32) -> Transformer:
-    """Build a Transformer from a local HF checkpoint directory (safetensors only, never unpickles)."""
-    path = Path(path)
+    """Build a Transformer from a local HF checkpoint directory or a cached hub id (safetensors only, never
+    unpickles). The checkpoint's tensors must be exactly the ones the config.json describes."""
+    path = resolve_checkpoint(path)
     config = read_config(path)
     shards = _shard_map(path)
     with torch.device("meta"):
@@ -94,10 +98,7 @@ def load_model(path: str | os.PathLike, device: torch.device | str = "cpu",
     expected = {n: tuple(p.shape) for n, p in model.named_parameters(remove_duplicate=False)}
     if config.tie_word_embeddings:
         expected.pop("lm_head.weight", None)
-    missing = [n for n in expected if n not in shards]
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
-        raise ConfigError(f"checkpoint tensor {missing[0]}", f"missing from {str(path)!r} (missing: {shown})")
+    check_tensor_names(expected, shards, config, path)
     tensors = _read_tensors(shards, list(expected))
     state = {}
     for name, shape in expected.items():
@@ -109,6 +110,25 @@ def load_model(path: str | os.PathLike, device: torch.device | str = "cpu",
     model.load_state_dict(state, strict=False, assign=True)
     model.tie_weights()
     return model.eval()
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+
+
+def check_tensor_names(expected: dict, shards: dict, config: ModelConfig, path: Path) -> None:
+    """Missing tensors and checkpoint tensors no layer reads are both errors naming them (a config.json with
+    fewer layers than the weights, a bias the architecture lacks, a foreign checkpoint)."""
+    missing = [n for n in expected if n not in shards]
+    if missing:
+        raise ConfigError(f"checkpoint tensor {missing[0]}", f"missing from {str(path)!r} (missing: {_names(missing)})",
+                          "the tensors config.json describes")
+    tied_head = {"lm_head.weight"} if config.tie_word_embeddings else set()   # tied: the head is the embedding
+    unused = sorted(n for n in shards if n not in expected and n not in tied_head
+                    and not n.endswith(IGNORED_SUFFIXES))
+    if unused:
+        raise ConfigError(f"checkpoint tensor {unused[0]}", f"in {str(path)!r} but not used by the model its "
+                          f"config.json describes (unused: {_names(unused)})", "the tensors config.json describes")
 
 
 def random_model(config: ModelConfig, seed: int = 0, device: torch.device | str = "cpu",

@@ -1,4 +1,5 @@
-"""Decoder-only Llama / Qwen3 transformer: RMSNorm, RoPE, SwiGLU, GQA, optional QK-norm, static KV cache.
+"""Decoder-only Llama / Qwen2 / Qwen3 transformer: RMSNorm, RoPE, SwiGLU, GQA, optional QK-norm and attention
+biases (Llama / Qwen3: q/k/v/o with attention_bias; Qwen2: q/k/v), static KV cache.
 
 forward(tokens, positions, cache, slots, mask) writes the new tokens' K/V into the cache at `slots`,
 then lets query t of row b attend cache slot s < S where mask[b, t, s] is True. One call serves
@@ -38,10 +39,10 @@ class Attention(nn.Module):
         c = config
         self.layer_idx = layer_idx
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
-        self.q_proj = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=c.attention_bias)
-        self.k_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
-        self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
-        self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
+        self.q_proj = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=c.qkv_bias)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
+        self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=c.o_bias)
         if c.qk_norm:
             self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps)
             self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps)

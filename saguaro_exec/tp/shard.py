@@ -98,12 +98,10 @@ def _read_shards(path: Path, shapes: dict[str, tuple[int, ...]], rank: int, worl
     """Read only this rank's slice of each tensor from the safetensors files."""
     from safetensors import safe_open
 
-    from saguaro_exec.model.loading import _shard_map
+    from saguaro_exec.model.loading import _shard_map, check_tensor_names, read_config
 
     files = _shard_map(path)
-    missing = [n for n in shapes if n not in files]
-    if missing:
-        raise ConfigError(f"checkpoint tensor {missing[0]}", f"missing from {str(path)!r}")
+    check_tensor_names(shapes, files, read_config(path), path)    # missing and unused tensors, named
     out: dict[str, torch.Tensor] = {}
     for name, shape in shapes.items():
         with safe_open(str(files[name]), framework="pt") as f:
