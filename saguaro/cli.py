@@ -86,16 +86,52 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: argparse.Namespace, command_main) -> int:
     """Run one command; bad input and interrupts become their exit status."""
     try:
-        return int(command_main(args) or 0)
+        code = int(command_main(args) or 0)
+        sys.stdout.flush()          # a full or closed stdout is reported here, not at interpreter exit
+        return code
     except ConfigError as e:
-        msg = " ".join(str(e).split())  # always one line
-        print(f"saguaro {args.command}: error: {msg}", file=sys.stderr)
+        _error(args.command, str(e))
         return 2
     except KeyboardInterrupt as e:
         print(f"saguaro {args.command}: interrupted", file=sys.stderr)
         return 143 if e.args == ("SIGTERM",) else 130
     except BrokenPipeError:  # e.g. `saguaro presets | head`
+        _drop_stdout()
         return 0
+    except OSError as e:        # stdout on a full device, an output disk filling up mid-write
+        if _is_stdout_error():
+            _drop_stdout()
+            _error(args.command, f"cannot write to stdout ({e.strerror or e})")
+        else:
+            _error(args.command, f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}")
+        return 1
+
+
+def _error(command: str, message: str) -> None:
+    """The one-line error report on stderr."""
+    msg = " ".join(message.split())  # always one line
+    print(f"saguaro {command}: error: {msg}", file=sys.stderr)
+
+
+def _is_stdout_error() -> bool:
+    """Whether stdout can no longer take output (its flush fails)."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    return False
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's exit flush does not fail a second time."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

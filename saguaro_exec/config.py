@@ -46,8 +46,9 @@ def check_prompts(value: object) -> None:
                           "list[str] | list[list[int]]")
 
 
-def check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
-    """Every encoded prompt: at least one token, ids in the vocabulary, shorter than the target's context."""
+def check_prompt_ids(ids: list[list[int]], vocab: int, context: int, max_new: int = 0) -> None:
+    """Every encoded prompt: at least one token, ids in the vocabulary, shorter than the target's context,
+    with room in that context for max_new generated tokens (generation never runs past it)."""
     for i, p in enumerate(ids):
         if not p:
             raise ConfigError(f"prompts[{i}]", "encodes to zero tokens", "at least one token")
@@ -57,6 +58,10 @@ def check_prompt_ids(ids: list[list[int]], vocab: int, context: int) -> None:
         if len(p) >= context:
             raise ConfigError(f"prompts[{i}]", f"{len(p)} tokens, longer than the target's context",
                               f"fewer than max_position_embeddings = {context} tokens")
+    longest = max(map(len, ids), default=0)
+    if longest + max_new > context:
+        raise ConfigError("max_new_tokens", f"{max_new} new tokens after a {longest}-token prompt exceed the "
+                          "target's context", f"at most max_position_embeddings - prompt = {context - longest}")
 
 
 def _check_profile(value: object) -> None:

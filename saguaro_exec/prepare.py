@@ -60,7 +60,7 @@ def prepare(config: RunConfig, stack: ExitStack) -> Prepared:
     daccel = resolve_accel(config.cuda_graphs, config.attention, ddev, config.dtype)
     target = _load_target(config, target_src, stack)
     vocab = target.config.vocab_size
-    check_prompt_ids(ids, vocab, target.config.max_position_embeddings)
+    check_prompt_ids(ids, vocab, target.config.max_position_embeddings, config.max_new_tokens)
     draft_config = config_of(draft_src) if spec.mode != "ar" else None
     if draft_config is not None:
         check_vocab(vocab, draft_config.vocab_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from saguaro.commands.common import check_checkpoint_flags, print_json, table
+from saguaro.commands.common import check_checkpoint_flags, flag_errors, integer, number, print_json, table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -20,12 +20,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--target", metavar="DIR", help="target checkpoint folder (default: the shipped tiny target)")
     p.add_argument("--draft", metavar="DIR", help="draft checkpoint folder (default: the shipped tiny draft)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--batch-size", type=int, default=1, help="sequences decoded together (default 1)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
-    p.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default 96; 20 with --quick)")
+    p.add_argument("--batch-size", type=integer(), default=1, help="sequences decoded together (default 1)")
+    p.add_argument("--temperature", type=number(), default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--max-new-tokens", type=integer(), help="tokens generated per prompt (default 96; 20 with --quick)")
     p.add_argument("--objective", default="latency", help="latency | throughput (default latency)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process in all runs (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--threads", type=integer(1, 1024), default=1, help="torch threads per process in all runs (default 1)")
+    p.add_argument("--seed", type=integer(0, 2**62), default=0, help="random seed (default 0)")
     p.add_argument("--quick", action="store_true", help="reduced grid and few tokens (a smoke test, ~1 minute)")
     p.add_argument("--json", action="store_true", help="print autotune.json on stdout instead of the summary")
     return p
@@ -37,20 +37,13 @@ def main(args: argparse.Namespace) -> int:
     from saguaro.pipeline import autotune
 
     check_checkpoint_flags(args)
-    if args.seed < 0:
-        raise ConfigError("--seed", f"{args.seed} is out of range", "integers >= 0")
     if args.objective not in ("latency", "throughput"):
         raise ConfigError("--objective", f"unknown value {args.objective!r}", "latency | throughput")
-    try:
+    with flag_errors(("batch_size", "temperature", "max_new_tokens", "threads", "seed")):
         rep = autotune(args.out, target=args.target, draft=args.draft, device=args.device, quick=args.quick,
                        batch_size=args.batch_size, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                        seed=args.seed, threads=args.threads, objective=args.objective,
                        progress=not args.json and sys.stderr.isatty())
-    except ConfigError as e:
-        flag = "--" + e.field.replace("_", "-")
-        if e.field in ("batch_size", "temperature", "max_new_tokens", "threads"):
-            raise ConfigError(flag, e.problem, e.allowed) from None
-        raise
     if args.json:
         print_json(rep.doc)
         return 0

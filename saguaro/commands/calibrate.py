@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from calibration.errors import ConfigError
-from saguaro.commands.common import load_profile, print_json, table
+from saguaro.commands.common import StagedFile, load_profile, number, print_json, table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--base", metavar="NAME|PATH", help="profile supplying parts the measurements lack")
     p.add_argument("--mode", choices=("ssd", "sd", "ar"),
                    help="calibrate executor costs (and acceptance) on the runs of this mode (default: all runs)")
-    p.add_argument("--temperature", type=float, help="calibrate executor costs on the runs nearest this temperature")
+    p.add_argument("--temperature", type=number(0.0, 10.0), help="calibrate executor costs on the runs nearest this temperature")
     p.add_argument("--bare", action="store_true", help="microbenchmark latencies only, no executor calibration")
     p.add_argument("--json", action="store_true", help="print the fitted profile as JSON")
     return p
@@ -33,16 +33,18 @@ def main(args: argparse.Namespace) -> int:
     from calibration.fit import fit
     from saguaro.autotune_report import profile_rows
 
+    out = StagedFile(args.out, "-o")      # checked before reading or fitting anything
     meas = []
     for path in args.measurements:
         try:
             meas.append(Measurements.from_json(path))
         except ConfigError as e:
             raise ConfigError(f"measurements {e.field}", e.problem, e.allowed) from None
-    base = load_profile(args.base) if args.base else None
-    profile = fit(*meas, name=args.name, base=base, executor=not args.bare, mode=args.mode,
-                  temperature=args.temperature)
-    profile.to_json(args.out)
+    base = load_profile(args.base, "--base") if args.base else None
+    with out as tmp:
+        profile = fit(*meas, name=args.name, base=base, executor=not args.bare, mode=args.mode,
+                      temperature=args.temperature)
+        profile.to_json(tmp)
     if args.json:
         print_json(profile.to_dict())
         return 0

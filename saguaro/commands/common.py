@@ -1,20 +1,70 @@
-"""Pieces shared by the CLI subcommands: profile / workload flags, --json output, staged --out folders."""
+"""Pieces shared by the CLI subcommands: the one flag parser (typed numeric flags, errors renamed to the
+flag the user wrote), profile / workload / checkpoint flags, --json output; staged outputs: output.py."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import shutil
-import sys
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from calibration.acceptance import AcceptanceModel
-from calibration.errors import ConfigError
+from calibration.errors import ConfigError, check_number
 from calibration.profile import Profile, list_presets, load_preset
+from saguaro.commands.output import StagedDir, StagedFile, emit
 from saguaro_sim.workload import Workload
+
+__all__ = ["StagedDir", "StagedFile", "emit"]
+
+
+def integer(lo: int | None = None, hi: int | None = None):
+    """argparse type: an integer flag in [lo, hi] (argparse names the flag; exit 2, one line)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+        return _checked(value, lo, hi, True)
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False):
+    """argparse type: a finite number flag in [lo, hi] (or (lo, hi])."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+        return _checked(value, lo, hi, False, lo_open)
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _checked(value: float, lo: float | None, hi: float | None, integer: bool, lo_open: bool = False):
+    try:
+        return check_number("", value, lo, hi, integer=integer, lo_open=lo_open)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"{e.problem}; allowed: {e.allowed}") from None
+
+
+@contextlib.contextmanager
+def flag_errors(fields: dict[str, str] | tuple[str, ...]) -> Iterator[None]:
+    """Inside: a ConfigError about one of ``fields`` (API field name -> flag; a tuple: --field-name) is
+    re-raised naming the flag as the user wrote it."""
+    names = fields if isinstance(fields, dict) else {f: flag(f) for f in fields}
+    try:
+        yield
+    except ConfigError as e:
+        if e.field in names:
+            raise e.renamed(names[e.field]) from None
+        raise
 
 DEFAULT_PROFILE = "h100-llama70b-tp4-llama1b"
 
@@ -52,9 +102,11 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
 def add_workload_args(p: argparse.ArgumentParser, sequences: int = 16, output: int = 512) -> None:
     """--num-sequences, --output-tokens, --prompt-tokens."""
     g = p.add_argument_group("workload")
-    g.add_argument("--num-sequences", type=int, default=sequences, help=f"sequences to decode (default {sequences})")
-    g.add_argument("--output-tokens", type=int, default=output, help=f"tokens generated per sequence (default {output})")
-    g.add_argument("--prompt-tokens", type=int, default=128, help="prompt length per sequence (default 128)")
+    g.add_argument("--num-sequences", type=integer(), default=sequences,
+                   help=f"sequences to decode (default {sequences})")
+    g.add_argument("--output-tokens", type=integer(), default=output,
+                   help=f"tokens generated per sequence (default {output})")
+    g.add_argument("--prompt-tokens", type=integer(), default=128, help="prompt length per sequence (default 128)")
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
@@ -63,25 +115,35 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="write results, plots and traces into DIR (replaced atomically)")
 
 
-def load_profile(name: str) -> Profile:
-    """A preset by name or a profile JSON by path; errors name the field (--profile / the file)."""
+def load_profile(name: str, flag: str = "--profile") -> Profile:
+    """A preset by name or a profile JSON by path; errors name the flag (``flag``) or the file."""
     if os.path.exists(name) and not name.endswith(".json") and os.sep not in name:
         name = f".{os.sep}{name}"  # a bare file name in the current folder
     try:
         return load_preset(name)
     except ConfigError as e:
         if e.field == "profile":
-            raise ConfigError("--profile", e.problem, e.allowed or ", ".join(list_presets())) from None
+            raise ConfigError(flag, e.problem, e.allowed or ", ".join(list_presets())) from None
         raise
 
 
 def check_checkpoint_flags(args: argparse.Namespace) -> None:
-    """--target / --draft, when given, must be existing folders (checked before any work)."""
+    """--target / --draft, when given, must be checkpoint folders or hub ids in the local hub cache (then
+    replaced by their snapshot folder); --device / --draft-device must be usable here. Checked before any work."""
+    from saguaro_exec.io.hub import resolve_checkpoint
+
     for name in ("target", "draft"):
         v = getattr(args, name, None)
-        if v is not None and not Path(v).is_dir():
-            raise ConfigError(f"--{name}", f"checkpoint folder {v!r} does not exist",
-                              "a folder with config.json + *.safetensors")
+        if v is not None:
+            setattr(args, name, str(resolve_checkpoint(v, f"--{name}")))
+    for name in ("device", "draft_device"):
+        v = getattr(args, name, None)
+        if v is not None:
+            from saguaro_exec.devices import check_device, check_present
+
+            check_device(flag(name), v)                       # the executor's one device rule
+            with flag_errors({"device": flag(name)}):
+                check_present([v], [v])                       # and the device exists on this machine
 
 
 SPEC_FLAGS = ("mode", "k", "fanout", "fanout_miss", "budget", "sampler_c", "backup", "temperature",
@@ -96,16 +158,16 @@ def flag(name: str) -> str:
 def add_spec_args(g: argparse._ArgumentGroup, show_draft_devices: bool = True) -> None:
     """The SpecConfig flags (all default to None: 'not given', so a --config file's value stands)."""
     g.add_argument("--mode", help="ar | sd | ssd (default ssd)")
-    g.add_argument("--k", type=int, help="lookahead K: draft tokens per round (default 4)")
+    g.add_argument("--k", type=integer(), help="lookahead K: draft tokens per round (default 4)")
     g.add_argument("--fanout", help="fan-out F_0..F_K, e.g. 4,3,2,1,1 (default: --fanout-shape for the budget)")
     g.add_argument("--fanout-miss", help="fan-out after a backup speculation (default: same as --fanout)")
     g.add_argument("--fanout-shape", help="geometric | uniform, used when --fanout is not given")
-    g.add_argument("--budget", type=int, help="cached outcomes per sequence, sum of F_k (default 4*(K+1))")
-    g.add_argument("--sampler-c", type=float, help="Saguaro sampling constant C in [0, 1] (default 1)")
+    g.add_argument("--budget", type=integer(), help="cached outcomes per sequence, sum of F_k (default 4*(K+1))")
+    g.add_argument("--sampler-c", type=number(), help="Saguaro sampling constant C in [0, 1] (default 1)")
     g.add_argument("--backup", help="neural | fast | auto (default neural)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
-    g.add_argument("--batch-size", type=int, help="sequences decoded together (default 1)")
-    g.add_argument("--draft-devices", type=int, help="draft devices sharing the speculation tree (default 1)"
+    g.add_argument("--temperature", type=number(), help="sampling temperature (default 0)")
+    g.add_argument("--batch-size", type=integer(), help="sequences decoded together (default 1)")
+    g.add_argument("--draft-devices", type=integer(), help="draft devices sharing the speculation tree (default 1)"
                    if show_draft_devices else argparse.SUPPRESS)
 
 
@@ -121,11 +183,9 @@ def spec_overrides(args: argparse.Namespace) -> dict:
 
 def workload_from(args: argparse.Namespace) -> Workload:
     """Workload from the flags; errors name the flag."""
-    try:
+    with flag_errors(("num_sequences", "output_tokens", "prompt_tokens")):
         return Workload(num_sequences=args.num_sequences, output_tokens=args.output_tokens,
                         prompt_tokens=args.prompt_tokens)
-    except ConfigError as e:
-        raise ConfigError(f"--{e.field.replace('_', '-')}", e.problem, e.allowed) from None
 
 
 def int_list(field: str, text: str | None) -> tuple[int, ...] | None:
@@ -140,7 +200,7 @@ def int_list(field: str, text: str | None) -> tuple[int, ...] | None:
 
 def print_json(obj: Any) -> None:
     """The only stdout output of a --json run."""
-    sys.stdout.write(json.dumps(obj, indent=1, default=_plain) + "\n")
+    emit(json.dumps(obj, indent=1, default=_plain))
 
 
 def _plain(o: Any) -> Any:
@@ -171,50 +231,3 @@ def _fmt(v: Any) -> str:
     if isinstance(v, list | tuple):
         return ",".join(map(str, v))
     return str(v)
-
-
-class StagedDir:
-    """An --out folder written in a hidden temp folder and renamed into place on success (else removed).
-
-    Usage: `with StagedDir(path) as d: write into d`; nothing appears at `path` unless the block succeeds.
-    An existing empty folder, or one a previous run wrote (it holds MARKER), is replaced; anything else at
-    `path` is an error, raised before any work.
-    """
-
-    MARKER = ".saguaro-out"  # written into every output folder: only such folders (or empty ones) are replaced
-
-    def __init__(self, path: str | os.PathLike | None) -> None:
-        self.path = Path(path) if path else None
-        self.tmp: Path | None = None
-        p = self.path
-        if p is not None and p.exists():
-            if not p.is_dir():
-                raise ConfigError("--out", f"{p} exists and is not a folder", "a new folder or a saguaro output folder")
-            if any(p.iterdir()) and not (p / self.MARKER).is_file():
-                raise ConfigError("--out", f"{p} is a non-empty folder saguaro did not write",
-                                  "a new or empty folder, or a previous saguaro output folder")
-
-    def __enter__(self) -> Path | None:
-        if self.path is None:
-            return None
-        anchor = self.path.absolute().parent
-        while not anchor.exists():
-            anchor = anchor.parent
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=anchor))
-        (self.tmp / self.MARKER).write_text("written by saguaro; this folder is replaced by the next run\n")
-        return self.tmp
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if self.tmp is None:
-            return
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        old = None
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
-            os.replace(self.path, old / "x")
-        os.replace(self.tmp, self.path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)

@@ -20,22 +20,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                               description="Prune the search space with the closed forms, confirm the best "
                                           "candidates with the simulator, print the ranked table and Pareto frontier.")
     common.add_profile_arg(p)
-    p.add_argument("--batch-size", type=int, default=1, help="sequences decoded together (default 1)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--batch-size", type=common.integer(), default=1, help="sequences decoded together (default 1)")
+    p.add_argument("--temperature", type=common.number(), default=0.0, help="sampling temperature (default 0)")
     p.add_argument("--objective", default="latency",
                    help="latency (per-sequence tokens/s) | throughput (tokens/s per device); default latency")
     g = p.add_argument_group("search space (Constraints)")
     g.add_argument("--k-range", help="K_min,K_max (default 1,10)")
-    g.add_argument("--max-budget", type=int, help="largest budget per sequence (default 256)")
-    g.add_argument("--max-draft-devices", type=int, help="most draft devices for SSD (default 1)")
-    g.add_argument("--target-devices", type=int, help="devices the target occupies (default: from the profile)")
+    g.add_argument("--max-budget", type=common.integer(), help="largest budget per sequence (default 256)")
+    g.add_argument("--max-draft-devices", type=common.integer(), help="most draft devices for SSD (default 1)")
+    g.add_argument("--target-devices", type=common.integer(), help="devices the target occupies (default: from the profile)")
     g.add_argument("--modes", help="comma list of ar,sd,ssd (default all)")
     g.add_argument("--backups", help="comma list of neural,fast,auto (default neural,fast)")
     g.add_argument("--pareto-batch-sizes", help="extra batch sizes the Pareto frontier spans, e.g. 1,4,16")
-    g.add_argument("--top-n", type=int, help="candidates confirmed by simulation (default 8)")
+    g.add_argument("--top-n", type=common.integer(), help="candidates confirmed by simulation (default 8)")
     common.add_workload_args(p)
-    p.add_argument("--seed", type=int, default=0, help="random seed of the confirming simulations (default 0)")
-    p.add_argument("--top", type=int, default=10, help="rows of the ranked table to print (default 10)")
+    p.add_argument("--seed", type=common.integer(0, 2**62), default=0, help="random seed of the confirming simulations (default 0)")
+    p.add_argument("--top", type=common.integer(1), default=10, help="rows of the ranked table to print (default 10)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     common.add_output_args(p)
@@ -74,19 +74,12 @@ def main(args: argparse.Namespace) -> int:
     cons = constraints_from(args)
     if args.objective not in OBJECTIVES:
         raise ConfigError("--objective", f"unknown objective {args.objective!r}", " | ".join(OBJECTIVES))
-    if args.top < 1:
-        raise ConfigError("--top", f"{args.top} is out of range", "integers >= 1")
-    out = common.StagedDir(args.out)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    try:
-        plan = optimize(profile, workload, batch_size=args.batch_size, temperature=args.temperature,
-                        objective=args.objective, constraints=cons, progress=progress, seed=args.seed)
-    except ConfigError as e:
-        if e.field in ("batch_size", "temperature", "seed"):
-            raise ConfigError(f"--{e.field.replace('_', '-')}", e.problem, e.allowed) from None
-        raise
-    doc = {"profile": profile.name, "workload": asdict(workload), **plan.to_dict()}
-    with out as d:
+    with common.StagedDir(args.out) as d:   # checked and staged before the search; renamed into place after
+        with common.flag_errors(("batch_size", "temperature", "seed")):
+            plan = optimize(profile, workload, batch_size=args.batch_size, temperature=args.temperature,
+                            objective=args.objective, constraints=cons, progress=progress, seed=args.seed)
+        doc = {"profile": profile.name, "workload": asdict(workload), **plan.to_dict()}
         if d is not None:
             from calibration.jsonio import dump_json
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from calibration.errors import ConfigError
-from saguaro.commands.common import check_checkpoint_flags, int_list, table
+from saguaro.commands.common import StagedFile, check_checkpoint_flags, int_list, integer, table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,10 +26,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     g.add_argument("--budgets", default="8,16,32,64", help="tree budgets (draft widths) to time (default 8,16,32,64)")
     g.add_argument("--batches", default="1,2,4", help="batch sizes (default 1,2,4)")
     g.add_argument("--contexts", default="64,256,640", help="context lengths (default 64,256,640)")
-    g.add_argument("--draft-devices", type=int, default=1, help="draft devices the tree is split over (default 1)")
-    g.add_argument("--warmup", type=int, default=2, help="untimed forwards per shape (default 2)")
-    g.add_argument("--repeats", type=int, default=5, help="timed forwards per shape; the median is kept (default 5)")
-    g.add_argument("--threads", type=int, default=1,
+    g.add_argument("--draft-devices", type=integer(1, 64), default=1, help="draft devices the tree is split over (default 1)")
+    g.add_argument("--warmup", type=integer(0, 1000), default=2, help="untimed forwards per shape (default 2)")
+    g.add_argument("--repeats", type=integer(1, 10000), default=5, help="timed forwards per shape; the median is kept (default 5)")
+    g.add_argument("--threads", type=integer(1, 1024), default=1,
                    help="torch CPU threads while timing (default 1, as saguaro autotune runs every process)")
     g.add_argument("--quick", action="store_true", help="a reduced grid (seconds; for smoke tests)")
     p.add_argument("--no-link", action="store_true", help="skip the two-process message round-trip benchmark")
@@ -50,11 +50,8 @@ def main(args: argparse.Namespace) -> int:
     budgets = _grid_arg("budgets", args.budgets, 1)
     batches = _grid_arg("batches", args.batches, 1)
     contexts = _grid_arg("contexts", args.contexts, 0)
-    for name in ("warmup", "repeats", "draft_devices"):
-        v = getattr(args, name)
-        if v < (0 if name == "warmup" else 1):
-            raise ConfigError(f"--{name.replace('_', '-')}", f"{v} is out of range", ">= 1" if name != "warmup" else ">= 0")
-    check_checkpoint_flags(args)
+    check_checkpoint_flags(args)      # folders or cached hub ids, and a usable --device
+    out = StagedFile(args.out, "-o")  # checked before any timing
     from saguaro_exec.io.assets import tiny_pair_paths
     from saguaro_exec.measure.microbench import profile_pair
 
@@ -62,11 +59,12 @@ def main(args: argparse.Namespace) -> int:
     if target is None or draft is None:
         t, d = tiny_pair_paths()
         target, draft = target or t, draft or d
-    meas = profile_pair(target, draft, device=args.device, ks=ks, budgets=budgets, batches=batches,
-                        contexts=contexts, draft_devices=args.draft_devices, warmup=args.warmup,
-                        repeats=args.repeats, link=not args.no_link, quick=args.quick,
-                        progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads)
-    meas.to_json(args.out)
+    with out as tmp:
+        meas = profile_pair(target, draft, device=args.device, ks=ks, budgets=budgets, batches=batches,
+                            contexts=contexts, draft_devices=args.draft_devices, warmup=args.warmup,
+                            repeats=args.repeats, link=not args.no_link, quick=args.quick,
+                            progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads)
+        meas.to_json(tmp)
     rows = []
     for who in ("target", "draft"):
         mine = [r for r in meas.latency if r["who"] == who]

@@ -11,7 +11,11 @@ from saguaro.commands.common import (
     StagedDir,
     add_output_args,
     add_spec_args,
+    check_checkpoint_flags,
     flag,
+    flag_errors,
+    integer,
+    number,
     print_json,
     spec_overrides,
     table,
@@ -34,16 +38,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--draft", metavar="DIR", help="draft checkpoint")
     r.add_argument("--prompt", action="append", help="a prompt (repeatable; default: the built-in set)")
     r.add_argument("--prompt-file", metavar="FILE", help="prompts: .json list, .jsonl, or one per line")
-    r.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default 64)")
+    r.add_argument("--max-new-tokens", type=integer(), help="tokens generated per prompt (default 64)")
     r.add_argument("--device", help="cpu | cuda | cuda:N (default cpu)")
     r.add_argument("--draft-device", help="device of the draft (default: the target's)")
     r.add_argument("--target-devices", metavar="LIST",
                    help="tensor-parallel target over these, e.g. cuda:0,cuda:1 or cpu,cpu (default: --device alone; "
                         "--device defaults to the first)")
     r.add_argument("--dtype", help="float32 | bfloat16 | float16")
-    r.add_argument("--seed", type=int, help="random seed (default 0)")
-    r.add_argument("--threads", type=int, help="torch threads per process (default 1)")
-    r.add_argument("--draft-timeout-s", type=float, help="seconds the verifier waits for a draft reply, and the "
+    r.add_argument("--seed", type=integer(), help="random seed (default 0)")
+    r.add_argument("--threads", type=integer(), help="torch threads per process (default 1)")
+    r.add_argument("--draft-timeout-s", type=number(), help="seconds the verifier waits for a draft reply, and the "
                    "longest a draft process may stay stopped, start-up included (default 5)")
     r.add_argument("--fallback", help="after a draft fault: sd | ar | none (default sd)")
     r.add_argument("--hardware", help="hardware preset for the achieved-vs-peak shares: a100 | h100 | h200 | "
@@ -102,16 +106,21 @@ def main(args: argparse.Namespace) -> int:
     from saguaro_exec import run
     from saguaro_exec.faults import RunError
 
+    check_checkpoint_flags(args)         # folders or cached hub ids, usable devices
     config = config_from(args)
-    out = StagedDir(args.out)
-    try:
-        report = run(config)
-    except RunError as e:
-        done = 0 if e.partial is None else len(e.partial.token_ids)
-        print(f"saguaro run: failed: {' '.join(str(e).split())} ({done} sequences were complete)", file=sys.stderr)
-        return 1
-    doc = {"spec": config.spec.to_dict(), **report.summary(), "texts": report.texts}
-    with out as d:
+    flags = {n: flag(n) for n in RUN_FLAGS if getattr(args, n) is not None}
+    if args.prompt is not None:
+        flags["prompts"] = "--prompt"
+    with StagedDir(args.out) as d:       # checked and staged before the run; renamed into place after it
+        try:
+            with flag_errors(flags):
+                report = run(config)
+        except RunError as e:
+            done = 0 if e.partial is None else len(e.partial.token_ids)
+            print(f"saguaro run: failed: {' '.join(str(e).split())} ({done} sequences were complete)",
+                  file=sys.stderr)
+            return 1
+        doc = {"spec": config.spec.to_dict(), **report.summary(), "texts": report.texts}
         if d is not None:
             report.to_json(d / "report.json")
             config.spec.save(d / "spec.toml")

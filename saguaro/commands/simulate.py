@@ -14,6 +14,7 @@ from saguaro.commands.common import (
     add_spec_args,
     add_workload_args,
     flag,
+    integer,
     print_json,
     profile_from_args,
     spec_overrides,
@@ -36,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     g.add_argument("--config", metavar="FILE", help="SpecConfig .toml or .json (flags below override it)")
     add_spec_args(g)
     add_workload_args(p)
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=integer(0, 2**62), default=0, help="random seed (default 0)")
     p.add_argument("--no-baselines", action="store_true", help="skip the AR / SD baseline simulations")
     add_output_args(p)
     return p
@@ -62,15 +63,24 @@ def spec_from(args: argparse.Namespace) -> SpecConfig:
 
 def main(args: argparse.Namespace) -> int:
     """Validate everything, simulate, then print and write outputs."""
-    from saguaro_sim import plots
-    from saguaro_sim.simulate import simulate
-
     profile = profile_from_args(args)
     spec = spec_from(args)
     workload = workload_from(args)
-    if args.seed < 0:
-        raise ConfigError("--seed", f"{args.seed} is out of range", "integers >= 0")
-    out = StagedDir(args.out)
+    with StagedDir(args.out) as d:   # checked and staged before the work; renamed into place after it
+        doc, runs, res = _simulate(args, profile, spec, workload)
+        if d is not None:
+            _write(d, doc, spec, profile, res)
+    if args.json:
+        print_json(doc)
+        return 0
+    _print(args, doc, runs, res, profile, spec, workload)
+    return 0
+
+
+def _simulate(args: argparse.Namespace, profile, spec: SpecConfig, workload):
+    """The run and its baselines -> (doc, runs by mode, the run's result)."""
+    from saguaro_sim.simulate import simulate
+
     res = simulate(profile, spec, workload, seed=args.seed, trace=bool(args.out),
                    progress=not args.json and sys.stderr.isatty())
     runs = {spec.mode: res}
@@ -83,19 +93,22 @@ def main(args: argparse.Namespace) -> int:
     for m in ("ar", "sd"):
         if m in runs and m != spec.mode:
             doc[f"speedup_vs_{m}"] = res.tokens_per_s_per_seq / runs[m].tokens_per_s_per_seq
-    with out as d:
-        if d is not None:
-            from calibration.jsonio import dump_json
+    return doc, runs, res
 
-            dump_json(d / "result.json", doc)
-            spec.save(d / "spec.toml")
-            profile.to_json(d / "profile.json")
-            res.to_chrome_trace(d / "trace.json")
-            plots.plot_timeline(res.events, d / "timeline.png",
-                                title=f"{spec.mode.upper()} timeline, {profile.name} (first rounds)")
-    if args.json:
-        print_json(doc)
-        return 0
+
+def _write(d, doc: dict, spec: SpecConfig, profile, res) -> None:
+    from calibration.jsonio import dump_json
+    from saguaro_sim import plots
+
+    dump_json(d / "result.json", doc)
+    spec.save(d / "spec.toml")
+    profile.to_json(d / "profile.json")
+    res.to_chrome_trace(d / "trace.json")
+    plots.plot_timeline(res.events, d / "timeline.png",
+                        title=f"{spec.mode.upper()} timeline, {profile.name} (first rounds)")
+
+
+def _print(args: argparse.Namespace, doc: dict, runs: dict, res, profile, spec: SpecConfig, workload) -> None:
     print(f"profile {profile.name}; {workload.num_sequences} sequences x {workload.output_tokens} tokens "
           f"(prompt {workload.prompt_tokens}); seed {args.seed}")
     print(f"spec: {spec.to_toml().strip().replace(chr(10), ', ')}")
@@ -109,4 +122,3 @@ def main(args: argparse.Namespace) -> int:
             print(f"speedup vs {m.upper()}: {doc[f'speedup_vs_{m}']:.2f}x")
     if args.out:
         print(f"wrote {args.out}/ (result.json, spec.toml, profile.json, trace.json, timeline.png)")
-    return 0

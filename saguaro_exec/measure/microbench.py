@@ -107,7 +107,7 @@ def profile_latency(model_or_path: Transformer | str | os.PathLike, who: str, gr
     """
     check_choice("who", who, WHO)
     old = torch.get_num_threads()
-    if threads:
+    if threads is not None:              # 0 is refused, not taken as "unset"
         check_number("threads", threads, 1, 1024, integer=True)
         torch.set_num_threads(int(threads))
     try:
