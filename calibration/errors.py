@@ -51,7 +51,14 @@ def check_number(field: str, value: object, lo: float | None = None, hi: float |
     """Validate a finite number in [lo, hi] (or (lo, hi] with lo_open) and return it; ConfigError otherwise.
     integer=True accepts only ints (not 4.0, not True)."""
     kind = "an integer" if integer else "a number"
-    rng = f"{kind} in {'(' if lo_open else '['}{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]"
+    if lo is not None and hi is not None:
+        rng = f"{kind} in {'(' if lo_open else '['}{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]"
+    elif lo is not None:
+        rng = f"{'a finite number' if not integer else kind} {'>' if lo_open else '>='} {_bound(lo, '')}"
+    elif hi is not None:
+        rng = f"{'a finite number' if not integer else kind} <= {_bound(hi, '')}"
+    else:
+        rng = "a finite number" if not integer else kind
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(field, f"expected {kind}, got {type(value).__name__} {show(value)}", rng)
     if integer and not isinstance(value, int):
