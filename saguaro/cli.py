@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace, command_main) -> int:
     """Run one command; bad input and interrupts become their exit status."""
+    guard = sys.stdout = _StdoutGuard(sys.stdout)
     try:
         code = int(command_main(args) or 0)
         sys.stdout.flush()          # a full or closed stdout is reported here, not at interpreter exit
@@ -99,12 +100,15 @@ def _command(args: argparse.Namespace, command_main) -> int:
         _drop_stdout()
         return 0
     except OSError as e:        # stdout on a full device, an output disk filling up mid-write
-        if _is_stdout_error():
+        if guard.failed:
             _drop_stdout()
             _error(args.command, f"cannot write to stdout ({e.strerror or e})")
         else:
             _error(args.command, f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}")
         return 1
+    finally:
+        if sys.stdout is guard:
+            sys.stdout = guard.inner
 
 
 def _error(command: str, message: str) -> None:
@@ -113,13 +117,28 @@ def _error(command: str, message: str) -> None:
     print(f"saguaro {command}: error: {msg}", file=sys.stderr)
 
 
-def _is_stdout_error() -> bool:
-    """Whether stdout can no longer take output (its flush fails)."""
-    try:
-        sys.stdout.flush()
-    except OSError:
-        return True
-    return False
+class _StdoutGuard:
+    """sys.stdout as it was, remembering whether a write or flush failed (a full device, a closed pipe)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.failed = inner, False
+
+    def write(self, text: str) -> int:
+        try:
+            return self.inner.write(text)
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.inner.flush()
+        except OSError:
+            self.failed = True
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
 
 
 def _drop_stdout() -> None:
