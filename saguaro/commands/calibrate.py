@@ -34,13 +34,13 @@ def main(args: argparse.Namespace) -> int:
     from saguaro.autotune_report import profile_rows
 
     out = StagedFile(args.out, "-o")      # checked before reading or fitting anything
+    base = load_profile(args.base, "--base") if args.base else None
     meas = []
     for path in args.measurements:
         try:
             meas.append(Measurements.from_json(path))
         except ConfigError as e:
             raise ConfigError(f"measurements {e.field}", e.problem, e.allowed) from None
-    base = load_profile(args.base, "--base") if args.base else None
     with out as tmp:
         profile = fit(*meas, name=args.name, base=base, executor=not args.bare, mode=args.mode,
                       temperature=args.temperature)
