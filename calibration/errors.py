@@ -27,6 +27,9 @@ class ConfigError(ValueError):
     """Bad input: names the field, what is wrong, and what is allowed."""
 
     def __init__(self, field: str, problem: str, allowed: str | None = None) -> None:
+        problem = " ".join(str(problem).split())           # one line, and short whatever value it quotes
+        if len(problem) > 240:
+            problem = problem[:237] + "..."
         self.field = field
         self.problem = problem
         self.allowed = allowed

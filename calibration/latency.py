@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.errors import ConfigError, check_number
+from calibration.errors import ConfigError, check_number, show
 
 KINDS = ("constant", "linear", "piecewise", "roofline")
 _ROOFLINE_KEYS = ("weight_bytes", "flops_per_token", "kv_bytes_per_token", "attn_flops_per_ctx",
@@ -33,7 +33,7 @@ class LatencyModel:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ConfigError("latency.kind", f"unknown kind {self.kind!r}", " | ".join(KINDS))
+            raise ConfigError("latency.kind", f"unknown kind {show(self.kind)}", " | ".join(KINDS))
         p = self.params
         need = {"constant": ("s",), "linear": ("base", "per_token"), "piecewise": ("knots_x", "knots_y"),
                 "roofline": _ROOFLINE_KEYS}[self.kind]
