@@ -89,35 +89,30 @@ def _too_deep(text: str) -> bool:
 
 
 def parse_json(text: str, kind: str, where: str) -> Any:
-    """json.loads with limits: depth, digits of integers, non-finite literals; every failure is a ConfigError."""
+    """json.loads with limits (depth, digits of integers); every failure is a ConfigError naming ``where``."""
+    return _parse(text, json.loads, f"corrupt {kind} JSON", "a valid JSON document", where)
+
+
+def parse_toml(text: str, kind: str, where: str) -> dict:
+    """tomllib.loads with the same limits as parse_json."""
+    return _parse(text, tomllib.loads, "syntax error", "valid TOML", where)
+
+
+def _parse(text: str, loads: Any, problem: str, allowed: str, where: str) -> Any:
     if _too_deep(text):
-        raise ConfigError(where, f"{kind} JSON is nested deeper than {MAX_DEPTH} levels", "a saguaro file")
+        raise ConfigError(where, f"{problem} (nested deeper than {MAX_DEPTH} levels)", allowed)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(where, f"corrupt {kind} JSON ({e})", "a valid JSON document") from None
-    except (ValueError, RecursionError) as e:   # integers over sys.get_int_max_str_digits(), deep nesting
-        raise ConfigError(where, f"corrupt {kind} JSON ({_why(e)})", "a valid JSON document") from None
+        return loads(text)
+    except (ValueError, RecursionError) as e:   # decode errors, integers over the digit limit, deep nesting
+        raise ConfigError(where, f"{problem} ({_why(e)})", allowed) from None
 
 
 def _why(e: BaseException) -> str:
     if isinstance(e, RecursionError):
         return "nested too deeply"
-    if "digits" in str(e):
+    if "digits" in str(e) and "integer" in str(e):
         return f"an integer has more than {sys.get_int_max_str_digits()} digits"
-    return " ".join(str(e).split())[:120]
-
-
-def parse_toml(text: str, kind: str, where: str) -> dict:
-    """tomllib.loads with the same limits as parse_json."""
-    if _too_deep(text):
-        raise ConfigError(where, f"{kind} TOML is nested deeper than {MAX_DEPTH} levels", "a saguaro file")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(where, f"syntax error ({e})", "valid TOML") from None
-    except (ValueError, RecursionError) as e:
-        raise ConfigError(where, f"syntax error ({_why(e)})", "valid TOML") from None
+    return str(e)
 
 
 def load_toml(path: str | os.PathLike, kind: str = "config") -> dict:
