@@ -11,12 +11,13 @@ import torch
 from saguaro_exec.model import ModelConfig, random_model
 
 
-def tiny_models(vocab: int = 32, std: float = 0.5):
-    """(target, draft): a 2-layer and a 1-layer random model over the same vocabulary."""
+def tiny_models(vocab: int = 32, std: float = 0.5, context: int = 2048):
+    """(target, draft): a 2-layer and a 1-layer random model over the same vocabulary, ``context`` positions
+    (runs that must outlast a signal ask for a long one: generation never runs past it)."""
     t = ModelConfig(vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2,
-                    intermediate_size=64)
+                    intermediate_size=64, max_position_embeddings=context)
     d = ModelConfig(vocab_size=vocab, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1,
-                    intermediate_size=32)
+                    intermediate_size=32, max_position_embeddings=context)
     return random_model(t, seed=1, std=std), random_model(d, seed=2, std=std)
 
 

@@ -94,7 +94,7 @@ SCRIPT = textwrap.dedent("""
     from exec_helpers import tiny_models
     from saguaro_exec import RunConfig, run
     from saguaro_sim import SpecConfig
-    t, d = tiny_models()
+    t, d = tiny_models(context=1 << 18)
     run(RunConfig(spec=SpecConfig(mode="ssd", k=2, fanout=(2, 1, 1)), target=t, draft=d,
                   prompts=[[1, 2, 3]], max_new_tokens=100000))
 """)

@@ -107,7 +107,7 @@ SCRIPT = textwrap.dedent("""
     from exec_helpers import tiny_models
     from saguaro_exec import RunConfig, run
     from saguaro_sim import SpecConfig
-    t, d = tiny_models()
+    t, d = tiny_models(context=1 << 18)
     run(RunConfig(spec=SpecConfig(mode="ar"), target=t, prompts=[[1, 2, 3]], max_new_tokens=100000,
                   target_devices=["cpu", "cpu"]))
 """)
