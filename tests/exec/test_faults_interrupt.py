@@ -44,7 +44,8 @@ def _interrupt_long_run(tmp_path: Path, signals: list[int], code: int) -> Path:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = tmp_path / "out"
-    proc = _saguaro(["--k", "2", "--max-new-tokens", "20000", "--prompt", "def f(x):", "--out", str(out)], tmp)
+    long_run = ["--max-new-tokens", "1000"] + ["--prompt", "def f(x):"] * 16   # within the tiny pair's context
+    proc = _saguaro(["--k", "2", *long_run, "--out", str(out)], tmp)
     try:
         draft = _draft_of(proc)
         time.sleep(1.5)                                          # well into the decoding rounds
