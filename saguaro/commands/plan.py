@@ -23,30 +23,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                           "crossover loads.")
     common.add_profile_arg(p)
     p.add_argument("--qps", default="1,2,4,8,16", help="load levels in requests/s, comma-separated (default 1,2,4,8,16)")
-    p.add_argument("--slo-tpot-ms", type=float, default=30.0, help="time-per-output-token target, ms (default 30)")
-    p.add_argument("--slo-ttft-ms", type=float, default=500.0, help="time-to-first-token target, ms (default 500)")
-    p.add_argument("--slo-percentile", type=float, default=99.0, help="percentile the SLOs apply to (default 99)")
-    p.add_argument("--gpu-hour-usd", type=float, default=2.0, help="price of one GPU-hour in USD (default 2)")
+    p.add_argument("--slo-tpot-ms", type=common.number(), default=30.0, help="time-per-output-token target, ms (default 30)")
+    p.add_argument("--slo-ttft-ms", type=common.number(), default=500.0, help="time-to-first-token target, ms (default 500)")
+    p.add_argument("--slo-percentile", type=common.number(), default=99.0, help="percentile the SLOs apply to (default 99)")
+    p.add_argument("--gpu-hour-usd", type=common.number(), default=2.0, help="price of one GPU-hour in USD (default 2)")
     w = p.add_argument_group("request stream (ignored with --trace, which gives arrivals and lengths)")
     w.add_argument("--trace", metavar="FILE", help="JSONL trace: {arrival_s, prompt_tokens, output_tokens} per line; "
                                                    "its clock is rescaled to each --qps level")
-    w.add_argument("--prompt-tokens", type=int, default=512, help="mean prompt length (default 512)")
-    w.add_argument("--output-tokens", type=int, default=256, help="mean output length (default 256)")
+    w.add_argument("--prompt-tokens", type=common.integer(), default=512, help="mean prompt length (default 512)")
+    w.add_argument("--output-tokens", type=common.integer(), default=256, help="mean output length (default 256)")
     w.add_argument("--length-shape", default="lognormal", help="fixed | uniform | lognormal | exponential (default "
                                                                "lognormal)")
-    w.add_argument("--length-spread", type=float, default=0.5, help="coefficient of variation (default 0.5)")
-    w.add_argument("--requests", type=int, default=1000, help="requests simulated per replica and load (default 1000)")
+    w.add_argument("--length-spread", type=common.number(), default=0.5, help="coefficient of variation (default 0.5)")
+    w.add_argument("--requests", type=common.integer(), default=1000, help="requests simulated per replica and load (default 1000)")
     d = p.add_argument_group("deployment")
     d.add_argument("--modes", default="ar,sd,ssd", help="modes compared (default ar,sd,ssd)")
-    d.add_argument("--max-batch", type=int, default=64, help="most rows a replica decodes together (default 64)")
-    d.add_argument("--max-replicas", type=int, default=256, help="most replicas tried (default 256)")
-    d.add_argument("--target-devices", type=int, help="GPUs of the target (default: from the profile)")
-    d.add_argument("--draft-devices", type=int, default=1, help="GPUs of SSD's draft (default 1)")
-    d.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    d.add_argument("--max-batch", type=common.integer(), default=64, help="most rows a replica decodes together (default 64)")
+    d.add_argument("--max-replicas", type=common.integer(), default=256, help="most replicas tried (default 256)")
+    d.add_argument("--target-devices", type=common.integer(), help="GPUs of the target (default: from the profile)")
+    d.add_argument("--draft-devices", type=common.integer(), default=1, help="GPUs of SSD's draft (default 1)")
+    d.add_argument("--temperature", type=common.number(), default=0.0, help="sampling temperature (default 0)")
     d.add_argument("--draft-model", default="DRAFT_MODEL", help="draft model name written into the vLLM / SGLang "
                                                                 "settings of --out (default DRAFT_MODEL)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--workers", type=int, help="processes for the sweep (default: every core)")
+    p.add_argument("--seed", type=common.integer(), default=0, help="random seed (default 0)")
+    p.add_argument("--workers", type=common.integer(), help="processes for the sweep (default: every core)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     common.add_output_args(p)
@@ -158,10 +158,9 @@ def main(args: argparse.Namespace) -> int:
 
     profile = common.profile_from_args(args)
     kw = _inputs(args)
-    out = common.StagedDir(args.out)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    result = plan_loads(profile, progress=progress, **kw)
-    with out as d:
+    with common.StagedDir(args.out) as d:   # checked and staged before the sweep; renamed into place after
+        result = plan_loads(profile, progress=progress, **kw)
         if d is not None:
             _write(d, result, profile, args.draft_model)
     if args.json:
