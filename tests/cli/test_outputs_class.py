@@ -131,9 +131,9 @@ def test_failed_work_and_interrupt_leave_nothing(tmp_path):
 
 def test_sigterm_during_work_leaves_nothing(tmp_path):
     """SIGTERM while the work runs: exit 143, no output and no staged folder."""
-    code = ("import sys, time; from saguaro.cli import _sigterm_as_interrupt; "
+    code = ("import sys, time; from calibration.interrupts import first_signal_wins; "
             "from saguaro.commands.output import StagedDir\n"
-            "with _sigterm_as_interrupt():\n"
+            "with first_signal_wins():\n"
             "    with StagedDir(sys.argv[1]) as d:\n"
             "        print('staged', flush=True); time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "out")], stdout=subprocess.PIPE, text=True,

@@ -34,7 +34,7 @@ from saguaro_exec.spawn import Supervisor, join
 from saguaro_exec.speculator.links import DraftProcessError
 from saguaro_sim import SpecConfig
 
-TARGET, DRAFT = tiny_models()
+TARGET, DRAFT = tiny_models(context=1 << 18)   # long runs (max_new_tokens=100000) stay within it
 REPO = Path(__file__).resolve().parents[2]
 DRAFT_ROLE = b"speculator.process:serve"
 TP_ROLE = b"tp.worker:serve"
@@ -165,7 +165,7 @@ VERIFIER = textwrap.dedent("""
     from exec_helpers import tiny_models
     from saguaro_exec import RunConfig, run
     from saguaro_sim import SpecConfig
-    t, d = tiny_models()
+    t, d = tiny_models(context=1 << 18)
     run(RunConfig(spec=SpecConfig(mode="ssd", k=2, fanout=(2, 1, 1)), target=t, draft=d,
                   prompts=[[1, 2, 3]], max_new_tokens=100000, draft_timeout_s=60.0))
 """)
