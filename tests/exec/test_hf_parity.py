@@ -21,11 +21,14 @@ SHAPE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=112, num_hidden
              max_position_embeddings=256, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 LLAMA31_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+if int(transformers.__version__.split(".")[0]) >= 5:       # transformers 5: one rope_parameters dict
+    LLAMA31 = {"rope_parameters": LLAMA31_ROPE}
+else:                                                      # 4.x: rope_theta + rope_scaling
+    LLAMA31 = {"rope_theta": 500000.0, "rope_scaling": {k: v for k, v in LLAMA31_ROPE.items() if k != "rope_theta"}}
 
 CASES = {
     "llama-gqa": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2), {}),
-    "llama31-rope-scaling": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2,
-                                                                     rope_parameters=LLAMA31_ROPE), {}),
+    "llama31-rope-scaling": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2, **LLAMA31), {}),
     "llama-tied": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=4, tie_word_embeddings=True), {}),
     "llama-attention-bias": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2, attention_bias=True),
                              {}),
@@ -88,5 +91,6 @@ def test_checkpoint_config_is_what_transformers_wrote(checkpoint):
     written = json.loads((path / "config.json").read_text())
     cfg = load_model(path).config
     assert cfg.architecture == written["model_type"]
+    assert cfg.rope_type == ("llama3" if name == "llama31-rope-scaling" else "default")
     assert cfg.tie_word_embeddings == hf.config.tie_word_embeddings
     assert cfg.num_kv_heads == hf.config.num_key_value_heads
