@@ -30,9 +30,9 @@ def _check_model(name: str, value: object) -> None:
     if not isinstance(value, str | os.PathLike):
         raise ConfigError(name, f"expected a checkpoint directory, got {type(value).__name__}",
                           "None (tiny pair) | a local Hugging Face checkpoint directory | a Transformer")
-    if not Path(value).is_dir():
-        raise ConfigError(name, f"checkpoint directory {os.fspath(value)!r} does not exist",
-                          "an existing directory with config.json + *.safetensors")
+    from saguaro_exec.io.hub import resolve_checkpoint
+
+    resolve_checkpoint(value, name)   # a folder, or a hub id already in the local cache (the loader's own rule)
 
 
 def check_prompts(value: object) -> None:

@@ -180,3 +180,19 @@ def test_hub_id_api(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="local hub cache"):
         read_config("org/other")
     shutil.rmtree(tmp_path / "hub")
+
+
+def test_hub_id_through_run_config(tmp_path, monkeypatch):
+    """RunConfig takes a cached hub id as it takes a folder, and names the field for an uncached one."""
+    pytest.importorskip("huggingface_hub", reason="hub ids need the optional huggingface_hub")
+    import huggingface_hub.constants as c
+
+    from saguaro_exec import RunConfig
+    from saguaro_sim import SpecConfig
+
+    hub_cache(tmp_path, "org/model", TINY_DIR / "draft")
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    RunConfig(spec=SpecConfig(mode="sd", k=2), target=str(TINY_DIR / "target"), draft="org/model")
+    with pytest.raises(ConfigError, match="draft") as e:
+        RunConfig(spec=SpecConfig(mode="sd", k=2), target=str(TINY_DIR / "target"), draft="org/other")
+    assert "local hub cache" in str(e.value)
