@@ -1,0 +1,193 @@
+"""The shared-memory hand-off between two real processes: intact in-order messages, timeouts, a dead or
+closed peer detected while waiting, and no /dev/shm segment left behind whatever way either side ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+import torch
+
+from saguaro_exec.speculator.shm import (
+    BadMessage,
+    ChannelTimeout,
+    PeerGone,
+    ShmChannel,
+    WaitPolicy,
+    supported,
+)
+from saguaro_exec.speculator.shm_group import ShmGroup
+
+pytestmark = pytest.mark.skipif(not supported(), reason="shared-memory hand-off needs Linux x86-64")
+
+# The peer: attaches, then acts out argv[2]. "echo": send every message back (+1) until the owner
+# closes; "silent": never answer; "kill": SIGKILL itself after attaching; "raise": raise inside the
+# channel's with-block; "own": create its own channel, print its name and sleep (to be SIGKILLed).
+PEER = r"""
+import os, signal, sys, time, torch
+from saguaro_exec.speculator.shm import ShmChannel, PeerGone, WaitPolicy
+from saguaro_exec.speculator.shm_group import ShmGroup
+mode = sys.argv[2]
+if mode == "own":
+    ch = ShmChannel.create((64, 64))
+    print(ch.name, flush=True)
+    time.sleep(60)
+parent = os.getppid()
+ch = ShmChannel.attach(sys.argv[1], alive=lambda: os.getppid() == parent, wait=WaitPolicy(backoff=sys.argv[3]))
+ch.send(torch.tensor([os.getpid()]), 9)
+if mode == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+if mode == "silent":
+    time.sleep(60)
+with ch:
+    if mode == "raise":
+        raise RuntimeError("boom")
+    g = ShmGroup(ch, timeout_s=30)
+    try:
+        while True:
+            ch.await_message(30)
+            tag, n = ch.peek()
+            t = torch.empty(n // 8, dtype=torch.float64) if tag == 1 else torch.empty(n // 8, dtype=torch.long)
+            g.recv([t], 0, tag).wait()
+            g.send([t + 1], 0, tag).wait()
+    except PeerGone:
+        sys.exit(0)
+"""
+
+
+def _shm_names() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def _start(ch: ShmChannel, mode: str, backoff: str = "yield") -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", PEER, ch.name, mode, backoff], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    ch.alive = lambda: proc.poll() is None
+    return proc
+
+
+def _attached(ch: ShmChannel, proc: subprocess.Popen) -> None:
+    pid = ch.recv_into(torch.zeros(1, dtype=torch.long), 9, timeout_s=60)
+    assert int(pid) == proc.pid
+    ch.unlink()                        # the peer has mapped it: the name can go now
+    assert not os.path.exists(f"/dev/shm/{ch.name}")
+
+
+def _message(i: int) -> tuple[torch.Tensor, int]:
+    g = torch.Generator().manual_seed(i)
+    if i % 2:
+        return torch.randn(1 + i % 7, 3, generator=g, dtype=torch.float64), 1
+    return torch.randint(-2**62, 2**62, (1 + i % 5, 4), generator=g), 0
+
+
+@pytest.mark.parametrize("backoff", ["spin", "yield", "sleep"])
+def test_messages_arrive_intact_and_in_order(backoff):
+    """300 messages (two dtypes, varying sizes) through a 2-slot ring, two in flight: every echo is
+    exactly the message + 1, in order; the peer ends cleanly when the owner closes."""
+    with ShmChannel.create((512, 512), slots=2, wait=WaitPolicy(backoff=backoff)) as ch:
+        proc = _start(ch, "echo", backoff)
+        _attached(ch, proc)
+        g = ShmGroup(ch, timeout_s=30)
+        sent = []
+        for i in range(300):
+            m, tag = _message(i)
+            sent.append((m, tag))
+            g.send([m], 1, tag)
+            if i >= 1:
+                prev, ptag = sent[i - 1]
+                back = torch.empty_like(prev)
+                g.recv([back], 1, ptag).wait()
+                assert torch.equal(back, prev + 1), i
+        last, ltag = sent[-1]
+        back = torch.empty_like(last)
+        g.recv([back], 1, ltag).wait()
+        assert torch.equal(back, last + 1)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read().decode()
+
+
+def test_posted_receives_match_by_tag():
+    """Receives posted in one order and waited in another get the message with their tag (gloo's rule)."""
+    with ShmChannel.create((64, 64)) as a, ShmChannel.attach(a.name) as b:
+        ga, gb = ShmGroup(a, 5), ShmGroup(b, 5)
+        ga.send([torch.tensor([1])], 1, 7)
+        ga.send([torch.tensor([2.5], dtype=torch.float64)], 1, 8)
+        x, y = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.float64)
+        wx, wy = gb.recv([x], 0, 7), gb.recv([y], 0, 8)
+        wy.wait(timedelta(seconds=5))
+        assert float(y) == 2.5 and int(x) == 1       # waiting for y delivered x on the way
+        wx.wait()
+
+
+def test_bad_messages_raise():
+    with ShmChannel.create((32, 32)) as a, ShmChannel.attach(a.name) as b:
+        with pytest.raises(BadMessage, match="exceeds"):
+            a.send(torch.zeros(5, dtype=torch.long), 0)
+        a.send(torch.zeros(2, dtype=torch.long), 3)
+        with pytest.raises(BadMessage, match="expected tag 4"):
+            b.recv_into(torch.zeros(2, dtype=torch.long), 4, timeout_s=1)
+        with pytest.raises(BadMessage, match="no receive was posted"):
+            ShmGroup(b, 1).recv([torch.zeros(2, dtype=torch.long)], 0, 5).wait()
+        with pytest.raises(BadMessage, match="8 bytes"):
+            b.recv_into(torch.zeros(1, dtype=torch.long), 3, timeout_s=1)
+
+
+def test_timeout_raises():
+    """A silent peer: the wait ends at its deadline with "Timed out" (as gloo says it)."""
+    with ShmChannel.create((64, 64)) as ch:
+        proc = _start(ch, "silent")
+        try:
+            _attached(ch, proc)
+            t0 = time.perf_counter()
+            with pytest.raises(ChannelTimeout, match="Timed out"):
+                ch.recv_into(torch.zeros(1, dtype=torch.long), 0, timeout_s=0.3)
+            assert 0.3 <= time.perf_counter() - t0 < 2.0
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["kill", "raise"])
+def test_dead_or_closed_peer_is_detected(mode):
+    """A peer SIGKILLed or raising (its with-block closes its end) ends a 30 s wait at once."""
+    names = _shm_names()
+    with ShmChannel.create((64, 64)) as ch:
+        proc = _start(ch, mode)
+        _attached(ch, proc)
+        t0 = time.perf_counter()
+        with pytest.raises(PeerGone, match="closed the channel|died"):
+            ch.recv_into(torch.zeros(1, dtype=torch.long), 0, timeout_s=30)
+        assert time.perf_counter() - t0 < 5.0
+        assert proc.wait(timeout=10) == (-signal.SIGKILL if mode == "kill" else 1)
+    assert _shm_names() <= names
+
+
+def test_no_segment_left_after_normal_exit_or_exception():
+    names = _shm_names()
+    with ShmChannel.create((64, 64)) as ch:        # never attached: close unlinks
+        assert os.path.exists(f"/dev/shm/{ch.name}")
+    with pytest.raises(ZeroDivisionError):
+        with ShmChannel.create((64, 64)) as ch:
+            proc = _start(ch, "echo")
+            _attached(ch, proc)
+            raise ZeroDivisionError("the owner fails mid-run")
+    assert proc.wait(timeout=30) == 0                # the peer saw the owner close and ended
+    assert not os.path.exists(f"/dev/shm/{ch.name}")
+    assert _shm_names() <= names
+
+
+def test_no_segment_left_after_owner_sigkill():
+    """An owner SIGKILLed before it unlinked: Python's resource tracker removes the segment."""
+    proc = subprocess.Popen([sys.executable, "-c", PEER, "-", "own", "yield"], stdout=subprocess.PIPE)
+    name = proc.stdout.readline().decode().strip()
+    assert os.path.exists(f"/dev/shm/{name}")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    end = time.monotonic() + 10
+    while os.path.exists(f"/dev/shm/{name}") and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/dev/shm/{name}")
