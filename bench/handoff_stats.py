@@ -1,0 +1,110 @@
+"""Per-round hand-off times of an SSD run, from its round rows and trace events (all on one clock:
+seconds since the run's start, ``time.perf_counter`` = CLOCK_MONOTONIC in both processes).
+
+For round j >= 1, which verifies the speculation looked up (or answered) in cache C_{j-1}:
+- ``draft_gap``: the draft's first action on outcome o_{j-1} (its reply on a miss, else the build of C_j)
+  minus the later of o_{j-1} known to the verifier (verification j-1's end: packing and the send count
+  in the gap) and C_{j-1} built (its packing and send too): the draft-side hand-off.
+- ``verifier_gap``: verification j's start minus the later of the verifier's own send of o_{j-1} and the
+  speculation being ready (C_{j-1} built, or the draft's reply on a miss): the verifier-side hand-off.
+- ``wait``: the verifier's whole wait in round j (a stall when > 1 ms), ``build``: C_{j-1}'s glue..tree.
+Where the run carries explicit message stamps, the transit legs are added. Speculator events of round j
+describe C_{j-1}: its build, ``cache_sent`` (packing until the send) and ``outcome_seen`` (waiting for
+o_{j-2}, the outcome it started from, until seen); the verifier's ``cache_seen`` of round j ends when
+C_{j-1} was in hand. ``outcome_transit`` = o_{j-1} seen minus known, ``draft_lag`` = the draft's first
+action minus seen, ``cache_transit`` = C_{j-1} seen minus sent, ``verify_lag`` = verification start minus
+seen.
+"""
+
+from __future__ import annotations
+
+import math
+
+STALL_S = 1e-3
+METRICS = ("draft_gap", "verifier_gap", "wait", "build", "verify", "outcome_transit", "draft_lag",
+           "cache_transit", "verify_lag")
+
+
+def split_batches(rows: list[dict]) -> list[list[dict]]:
+    """Round rows grouped by batch (each batch's rounds count from 0)."""
+    out: list[list[dict]] = []
+    for r in rows:
+        if r["round"] == 0 or not out:
+            out.append([])
+        out[-1].append(r)
+    return out
+
+
+def events_by_round(events: list[dict], lo: float, hi: float, track: str) -> dict[int, dict[str, tuple]]:
+    """Events of ``track`` that start in [lo, hi) (one batch) by round, name -> (start, end)."""
+    nxt: dict[int, dict[str, tuple]] = {}
+    for e in events:
+        if e["track"] == track and lo <= e["start_s"] < hi and "round" in e["args"]:
+            nxt.setdefault(e["args"]["round"], {})[e["name"]] = (e["start_s"], e["start_s"] + e["dur_s"])
+    return nxt
+
+
+def round_handoffs(rows: list[dict], events: list[dict], until: float = math.inf) -> list[dict]:
+    """Hand-off times (seconds) of every round j >= 1 of one batch (see the module note); ``until``: the
+    next batch's start."""
+    spec = events_by_round(events, rows[0]["t0"], until, "speculator")
+    ver = events_by_round(events, rows[0]["t0"], until, "verifier")
+    out = []
+    for j in range(1, len(rows)):
+        prev, cur, ev, nxt = rows[j - 1], rows[j], spec.get(j, {}), spec.get(j + 1, {})
+        if "tree" not in ev:
+            continue
+        built = ev["tree"][1]
+        replied = "reply" in ev
+        ready = ev["reply"][1] if replied else built
+        posted = prev["t0"] + prev["wait_s"] + prev["verify_s"]   # o_{j-1} known (its send follows: the
+        # draft may see it before the verifier's send call returns on a busy machine)
+        start = cur["t0"] + cur["wait_s"]
+        first = ev["reply"][0] if replied else nxt.get("glue", (math.nan,))[0]
+        rec = {"round": j, "miss": replied, "wait": cur["wait_s"], "verify": prev["verify_s"],
+               "build": built - ev["glue"][0], "draft_gap": first - max(posted, built),
+               "verifier_gap": start - max(prev["t1"], ready)}
+        if "outcome_seen" in nxt:                 # stamped with the build that started from o_{j-1}
+            seen = nxt["outcome_seen"][1]
+            rec["outcome_transit"] = seen - posted
+            rec["draft_lag"] = first - seen
+        if "cache_sent" in ev and "cache_seen" in ver.get(j, {}):
+            rec["cache_transit"] = ver[j]["cache_seen"][1] - ev["cache_sent"][1]
+            rec["verify_lag"] = start - ver[j]["cache_seen"][1]
+        out.append(rec)
+    return out
+
+
+def run_handoffs(rows: list[dict], events: list[dict]) -> list[dict]:
+    """``round_handoffs`` of every batch of a run."""
+    batches = split_batches(rows)
+    ends = [b[0]["t0"] for b in batches[1:]] + [math.inf]
+    return [h for b, end in zip(batches, ends) for h in round_handoffs(b, events, end)]
+
+
+def quantile(xs: list[float], q: float) -> float:
+    """Linear-interpolated quantile of a non-empty list."""
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def distribution(xs: list[float]) -> dict | None:
+    """p50/p90/p99/mean/max in ms and the share above 1 ms, of the finite values."""
+    xs = [x for x in xs if math.isfinite(x)]
+    if not xs:
+        return None
+    ms = [1e3 * x for x in xs]
+    return {"n": len(xs), "p50_ms": quantile(ms, 0.5), "p90_ms": quantile(ms, 0.9), "p99_ms": quantile(ms, 0.99),
+            "mean_ms": sum(ms) / len(ms), "max_ms": max(ms), "share_over_1ms": sum(x > STALL_S for x in xs) / len(xs)}
+
+
+def summarize(handoffs: list[dict]) -> dict:
+    """Distribution of every metric present, plus the miss share."""
+    out = {m: distribution([h[m] for h in handoffs if m in h]) for m in METRICS}
+    out = {m: d for m, d in out.items() if d is not None}
+    out["rounds"] = len(handoffs)
+    out["miss_share"] = sum(h["miss"] for h in handoffs) / len(handoffs) if handoffs else None
+    return out

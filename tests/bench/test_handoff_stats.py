@@ -1,0 +1,77 @@
+"""bench_handoff's per-round hand-off derivation on a hand-made push-protocol timeline (pure helpers)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.handoff_stats import distribution, quantile, run_handoffs, split_batches, summarize
+
+MS = 1e-3
+
+
+def _row(r: int, t0: float, wait: float, verify: float, msg: float) -> dict:
+    return {"round": r, "t0": t0 * MS, "t1": (t0 + wait + verify + msg) * MS, "wait_s": wait * MS,
+            "verify_s": verify * MS, "msg_s": msg * MS}
+
+
+def _ev(name: str, track: str, start: float, end: float, r: int | None = None) -> dict:
+    return {"name": name, "track": track, "start_s": start * MS, "dur_s": (end - start) * MS,
+            "args": {} if r is None else {"round": r}}
+
+
+def _batch(base: float) -> tuple[list[dict], list[dict]]:
+    """Three rounds (times in ms from ``base``): verify 2 ms, send 0.1 ms; the draft's builds take 1 ms
+    and start 0.3 ms after each outcome is known; round 2 misses (the draft's reply 0.5 ms)."""
+    rows = [_row(0, base + 0, 1.0, 2.0, 0.1), _row(1, base + 3.1, 0.2, 2.0, 0.1), _row(2, base + 5.4, 0.9, 2.0, 0.1)]
+    ev = [_ev("prefill", "verifier", base - 1, base),
+          # C_0 (tagged round 1), built during verification 0
+          _ev("glue", "speculator", base + 1.2, base + 1.5, 1), _ev("tree", "speculator", base + 1.6, base + 2.2, 1),
+          # C_1 (round 2) starts 0.3 ms after o_0 is known at base + 3.0
+          _ev("glue", "speculator", base + 3.3, base + 3.6, 2), _ev("tree", "speculator", base + 3.7, base + 4.3, 2),
+          # o_1 known at base + 5.3: C_1 missed it, the draft replies from base + 5.5 to 6.2
+          _ev("reply", "speculator", base + 5.5, base + 6.2, 2), _ev("backup", "speculator", base + 5.5, base + 6.2, 2),
+          _ev("glue", "speculator", base + 6.4, base + 6.7, 3), _ev("tree", "speculator", base + 6.8, base + 7.4, 3)]
+    return rows, ev
+
+
+def test_gaps_per_round_across_batches():
+    r1, e1 = _batch(0.0)
+    r2, e2 = _batch(100.0)
+    hand = run_handoffs(r1 + r2, e1 + e2)
+    assert [h["round"] for h in hand] == [1, 2, 1, 2]
+    assert len(split_batches(r1 + r2)) == 2
+    for h in hand:
+        if h["round"] == 1:
+            # o_0 known at 3.0, C_0 built at 2.2 -> C_1 starts at 3.3; verify 1 starts at 3.3 after its
+            # own send ended at 3.1 (C_0 ready long before)
+            assert h["draft_gap"] == pytest.approx(0.3 * MS) and h["verifier_gap"] == pytest.approx(0.2 * MS)
+            assert not h["miss"] and h["build"] == pytest.approx(1.0 * MS)
+        else:
+            # o_1 known at 5.3, C_1 built at 4.3 -> the reply starts at 5.5; verify 2 starts at 6.3,
+            # 0.1 ms after the reply ended at 6.2
+            assert h["draft_gap"] == pytest.approx(0.2 * MS) and h["verifier_gap"] == pytest.approx(0.1 * MS)
+            assert h["miss"] and h["wait"] == pytest.approx(0.9 * MS)
+    s = summarize(hand)
+    assert s["rounds"] == 4 and s["miss_share"] == 0.5
+    assert s["wait"]["share_over_1ms"] == 0 and s["draft_gap"]["p50_ms"] == pytest.approx(0.25)
+
+
+def test_explicit_message_stamps_give_transit_legs():
+    rows, ev = _batch(0.0)
+    ev += [_ev("outcome_seen", "speculator", 2.3, 3.1, 2), _ev("cache_sent", "speculator", 2.2, 2.25, 1),
+           _ev("cache_seen", "verifier", 3.1, 3.2, 1)]
+    h, h2 = run_handoffs(rows, ev)
+    # o_0 known at 3.0, seen at 3.1 (stamped with C_1's build, round 2); C_1 starts at 3.3
+    assert h["outcome_transit"] == pytest.approx(0.1 * MS) and h["draft_lag"] == pytest.approx(0.2 * MS)
+    assert h["cache_transit"] == pytest.approx(0.95 * MS) and h["verify_lag"] == pytest.approx(0.1 * MS)
+    assert "outcome_transit" not in h2 and "cache_transit" not in h2      # not stamped in round 2
+
+
+def test_distribution_quantiles_and_stall_share():
+    xs = [i * 0.1 * MS for i in range(1, 21)]          # 0.1 .. 2.0 ms
+    d = distribution(xs + [math.nan])
+    assert d["n"] == 20 and d["p50_ms"] == pytest.approx(1.05) and d["max_ms"] == pytest.approx(2.0)
+    assert d["share_over_1ms"] == pytest.approx(0.5) and quantile([3.0], 0.99) == 3.0
+    assert distribution([math.nan]) is None
