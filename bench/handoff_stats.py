@@ -35,20 +35,24 @@ def split_batches(rows: list[dict]) -> list[list[dict]]:
     return out
 
 
-def events_by_round(events: list[dict], lo: float, hi: float, track: str) -> dict[int, dict[str, tuple]]:
-    """Events of ``track`` that start in [lo, hi) (one batch) by round, name -> (start, end)."""
-    nxt: dict[int, dict[str, tuple]] = {}
-    for e in events:
-        if e["track"] == track and lo <= e["start_s"] < hi and "round" in e["args"]:
-            nxt.setdefault(e["args"]["round"], {})[e["name"]] = (e["start_s"], e["start_s"] + e["dur_s"])
-    return nxt
+def events_by_batch(events: list[dict], track: str) -> list[dict[int, dict[str, tuple]]]:
+    """Per batch, ``track``'s events by round, name -> (start, end). Each process's events are in time
+    order and their round numbers restart with every batch, so a drop in the round number starts the next
+    batch (a draft may start batch b + 1 before the verifier has finished batch b's bookkeeping)."""
+    out: list[dict[int, dict[str, tuple]]] = [{}]
+    last = -1
+    for e in sorted((e for e in events if e["track"] == track and "round" in e["args"]), key=lambda e: e["start_s"]):
+        r = e["args"]["round"]
+        if r < last or (r == last and e["name"] in out[-1][r]):     # the next batch's rounds begin
+            out.append({})
+        last = r
+        out[-1].setdefault(r, {})[e["name"]] = (e["start_s"], e["start_s"] + e["dur_s"])
+    return out
 
 
-def round_handoffs(rows: list[dict], events: list[dict], until: float = math.inf) -> list[dict]:
-    """Hand-off times (seconds) of every round j >= 1 of one batch (see the module note); ``until``: the
-    next batch's start."""
-    spec = events_by_round(events, rows[0]["t0"], until, "speculator")
-    ver = events_by_round(events, rows[0]["t0"], until, "verifier")
+def round_handoffs(rows: list[dict], spec: dict, ver: dict) -> list[dict]:
+    """Hand-off times (seconds) of every round j >= 1 of one batch (see the module note) from its rows
+    and its speculator and verifier events by round."""
     out = []
     for j in range(1, len(rows)):
         prev, cur, ev, nxt = rows[j - 1], rows[j], spec.get(j, {}), spec.get(j + 1, {})
@@ -78,8 +82,11 @@ def round_handoffs(rows: list[dict], events: list[dict], until: float = math.inf
 def run_handoffs(rows: list[dict], events: list[dict]) -> list[dict]:
     """``round_handoffs`` of every batch of a run."""
     batches = split_batches(rows)
-    ends = [b[0]["t0"] for b in batches[1:]] + [math.inf]
-    return [h for b, end in zip(batches, ends) for h in round_handoffs(b, events, end)]
+    spec, ver = events_by_batch(events, "speculator"), events_by_batch(events, "verifier")
+    if not (len(batches) == len(spec) == len(ver)):
+        raise ValueError(f"{len(batches)} batches of rounds but {len(spec)} of draft and {len(ver)} of "
+                         "verifier events")
+    return [h for b, s, v in zip(batches, spec, ver) for h in round_handoffs(b, s, v)]
 
 
 def quantile(xs: list[float], q: float) -> float:

@@ -33,6 +33,11 @@ def _batch(base: float) -> tuple[list[dict], list[dict]]:
           # o_1 known at base + 5.3: C_1 missed it, the draft replies from base + 5.5 to 6.2
           _ev("reply", "speculator", base + 5.5, base + 6.2, 2), _ev("backup", "speculator", base + 5.5, base + 6.2, 2),
           _ev("glue", "speculator", base + 6.4, base + 6.7, 3), _ev("tree", "speculator", base + 6.8, base + 7.4, 3)]
+    for r in rows:                                     # the verifier's own phases, as run_ssd records them
+        t0, t1 = r["t0"] / MS, (r["t0"] + r["wait_s"]) / MS
+        t2 = t1 + r["verify_s"] / MS
+        ev += [_ev("wait", "verifier", t0, t1, r["round"]), _ev("verify", "verifier", t1, t2, r["round"]),
+               _ev("send", "verifier", t2, r["t1"] / MS, r["round"])]
     return rows, ev
 
 
@@ -56,6 +61,12 @@ def test_gaps_per_round_across_batches():
     s = summarize(hand)
     assert s["rounds"] == 4 and s["miss_share"] == 0.5
     assert s["wait"]["share_over_1ms"] == 0 and s["draft_gap"]["p50_ms"] == pytest.approx(0.25)
+    # the draft starts batch 2 (its round 0 reply) before the verifier's batch 1 bookkeeping is over
+    early = [_ev("reply", "speculator", 7.5, 8.0, 0), _ev("backup", "speculator", 7.5, 8.0, 0)]
+    r2b, e2b = _batch(10.0)
+    assert run_handoffs(r1 + r2b, e1 + early + e2b)[:2] == run_handoffs(r1, e1)
+    with pytest.raises(ValueError, match="2 batches of rounds but 1 of draft"):
+        run_handoffs(r1 + r2, e1)
 
 
 def test_explicit_message_stamps_give_transit_legs():
