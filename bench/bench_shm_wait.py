@@ -1,5 +1,5 @@
 """One-way hand-off latency between two processes: the shared-memory channel under each wait policy,
-and a two-rank gloo group for reference, as the receiver waits --gap-ms between messages.
+and a two-rank gloo group (two I/O threads, gloo's default, or one) for reference, as the receiver waits --gap-ms between messages.
 
     .venv/bin/python bench/bench_shm_wait.py --out out/bench_shm_wait.json
 
@@ -55,13 +55,21 @@ for _ in range(int(sys.argv[5])):
 
 
 def group(kind: str, where: str, rank: int, port: int):
-    """The rank's end: a ShmGroup on segment ``where`` with policy ``kind``, or gloo over 127.0.0.1:port."""
-    if kind == "gloo":
+    """The rank's end: a ShmGroup on segment ``where`` with policy ``kind``, or gloo over 127.0.0.1:port
+    ("gloo": its default two I/O threads, "gloo1": one)."""
+    if kind.startswith("gloo"):
         store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=timedelta(seconds=60))
         _KEEP.append(store)                      # the group needs its store alive
-        return dist.ProcessGroupGloo(store, rank, 2, timedelta(seconds=60))
+        return gloo_group(store, rank, threads=1 if kind == "gloo1" else 2)
     ch = ShmChannel.attach(where, wait=POLICIES[kind])
     return ShmGroup(ch, 60.0)
+
+
+def gloo_group(store: dist.Store, rank: int, threads: int) -> dist.ProcessGroupGloo:
+    opts = dist.ProcessGroupGloo._Options()
+    opts._timeout, opts._threads = timedelta(seconds=60), threads
+    opts._devices = [dist.ProcessGroupGloo.create_default_device()]
+    return dist.ProcessGroupGloo(store, rank, 2, opts)
 
 
 def _busy(seconds: float) -> None:
@@ -74,7 +82,7 @@ def measure(kind: str, n: int, gap_s: float) -> list[float]:
     """n one-way latencies (seconds) with the receiver idle for gap_s before each message."""
     root = str(Path(__file__).resolve().parents[1])
     ch, port = None, 0
-    if kind == "gloo":
+    if kind.startswith("gloo"):
         store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=60), wait_for_workers=False)
         port = store.port
         where = "-"
@@ -83,8 +91,8 @@ def measure(kind: str, n: int, gap_s: float) -> list[float]:
         where = ch.name
     proc = subprocess.Popen([sys.executable, "-c", ECHO, root, kind, where, str(port), str(n + 5)])
     try:
-        if kind == "gloo":
-            g = dist.ProcessGroupGloo(store, 0, 2, timedelta(seconds=60))
+        if kind.startswith("gloo"):
+            g = gloo_group(store, 0, threads=1 if kind == "gloo1" else 2)
         else:
             ch.alive = lambda: proc.poll() is None
             g = ShmGroup(ch, 60.0)
@@ -109,7 +117,7 @@ def measure(kind: str, n: int, gap_s: float) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/bench_shm_wait.json")
-    p.add_argument("--kinds", default=",".join([*POLICIES, "gloo"]))
+    p.add_argument("--kinds", default=",".join([*POLICIES, "gloo", "gloo1"]))
     p.add_argument("--n", type=int, default=500)
     p.add_argument("--gap-ms", default="0.05,1.0,3.0", help="receiver idle time before each message")
     args = p.parse_args(argv)
