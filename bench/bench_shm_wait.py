@@ -55,13 +55,13 @@ for _ in range(int(sys.argv[5])):
 
 
 def group(kind: str, where: str, rank: int, port: int):
-    """The rank's end: a ShmGroup on segment ``where`` with policy ``kind``, or gloo over 127.0.0.1:port
+    """The rank's end: a ShmGroup on inherited descriptor ``where`` with policy ``kind``, or gloo over 127.0.0.1:port
     ("gloo": its default two I/O threads, "gloo1": one)."""
     if kind.startswith("gloo"):
         store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=timedelta(seconds=60))
         _KEEP.append(store)                      # the group needs its store alive
         return gloo_group(store, rank, threads=1 if kind == "gloo1" else 2)
-    ch = ShmChannel.attach(where, wait=POLICIES[kind])
+    ch = ShmChannel.attach(int(where), wait=POLICIES[kind])
     return ShmGroup(ch, 60.0)
 
 
@@ -88,8 +88,9 @@ def measure(kind: str, n: int, gap_s: float) -> list[float]:
         where = "-"
     else:
         ch = ShmChannel.create((64, 64), wait=POLICIES[kind])
-        where = ch.name
-    proc = subprocess.Popen([sys.executable, "-c", ECHO, root, kind, where, str(port), str(n + 5)])
+        where = str(ch.fd)
+    proc = subprocess.Popen([sys.executable, "-c", ECHO, root, kind, where, str(port), str(n + 5)],
+                            pass_fds=() if ch is None else (ch.fd,))
     try:
         if kind.startswith("gloo"):
             g = gloo_group(store, 0, threads=1 if kind == "gloo1" else 2)

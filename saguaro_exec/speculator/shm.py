@@ -1,5 +1,5 @@
 """A same-host hand-off between the verifier and its draft process: two one-way rings of fixed-size
-slots in one POSIX shared-memory segment (``multiprocessing.shared_memory``), read through torch views.
+slots in one anonymous shared-memory file (``os.memfd_create``), read through torch views.
 
 A writer copies the payload into the next free slot, then its tag and size, then bumps the ring's
 write counter; the reader polls that counter (a short spin, then a yield or a sleep: ``WaitPolicy``),
@@ -7,9 +7,9 @@ copies the payload out and bumps the read counter, which frees the slot. Each co
 8-byte store and x86-64 keeps stores in order (TSO), so a reader that sees the counter sees the payload:
 ``supported()`` is False elsewhere and callers keep gloo there. A wait has a deadline and checks the
 peer's liveness (and the peer's closed flag) every ``check_s``, so a dead or closed peer is an error,
-not a hang. The creating process owns the segment: it unlinks the name as soon as the peer has
-attached (``unlink``) and again on ``close``; Python's resource tracker removes it if the owner is
-SIGKILLed before that.
+not a hang. The file has no name (nothing in /dev/shm, no resource-tracker process): the owner hands
+its descriptor to the peer at spawn (``pass_fds``) and the memory goes when the last mapping does,
+however either process ends.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing import shared_memory
 
 import torch
 
@@ -50,8 +49,9 @@ class BadMessage(ChannelError):
 
 
 def supported() -> bool:
-    """Linux on x86-64: POSIX shared memory in /dev/shm and in-order stores (see the module note)."""
-    return sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "amd64")
+    """Linux on x86-64: memfd_create and in-order stores (see the module note)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "memfd_create")
+            and platform.machine().lower() in ("x86_64", "amd64"))
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,13 @@ def _stride(slot_bytes: int) -> int:
 class ShmChannel:
     """Both directions between two processes. Direction 0 carries owner -> peer, 1 peer -> owner.
     ``create`` in the owner (``slot_bytes`` = (largest owner->peer message, largest peer->owner)),
-    ``attach(name)`` in the peer; ``alive()`` says whether the other process still runs."""
+    whose ``fd`` the peer inherits and maps with ``attach(fd)``; ``alive()`` says whether the other
+    process still runs."""
 
-    def __init__(self, buf: memoryview, owner: bool, slots: int, slot_bytes: tuple[int, int],
-                 alive: Callable[[], bool] | None, wait: WaitPolicy, shm=None, mm: mmap.mmap | None = None,
-                 name: str = "") -> None:
-        self._buf, self._shm, self._mm, self.name = buf, shm, mm, name
+    def __init__(self, mm: mmap.mmap, owner: bool, slots: int, slot_bytes: tuple[int, int],
+                 alive: Callable[[], bool] | None, wait: WaitPolicy, fd: int | None = None) -> None:
+        self._mm, self.fd = mm, fd
+        buf = self._buf = memoryview(mm)
         self.owner, self.slots, self.slot_bytes = owner, slots, slot_bytes
         self.alive, self.wait = alive, wait
         self._pause = wait.pause()
@@ -98,39 +99,46 @@ class ShmChannel:
         self._base = (HEADER, HEADER + slots * _stride(slot_bytes[0]))
         self._sent = self._words[(2 + 2 * self._out_dir) * _W]
         self._read = self._words[(3 + 2 * self._in_dir) * _W]
-        self._unlinked = not owner
 
     @classmethod
     def create(cls, slot_bytes: tuple[int, int], slots: int = 4, alive: Callable[[], bool] | None = None,
                wait: WaitPolicy = WaitPolicy()) -> ShmChannel:
-        """A new segment owned by this process."""
+        """A new channel owned by this process; pass ``fd`` to the peer (``subprocess`` ``pass_fds``)."""
         if slots < 1 or min(slot_bytes) < 1:
             raise ValueError(f"slots and slot_bytes must be >= 1, not {slots}, {slot_bytes}")
         size = HEADER + slots * (_stride(slot_bytes[0]) + _stride(slot_bytes[1]))
-        shm = shared_memory.SharedMemory(create=True, size=size)
-        words = shm.buf[:HEADER].cast("q")
+        fd = os.memfd_create("saguaro-handoff")        # close-on-exec: only pass_fds hands it on
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        words = memoryview(mm)[:HEADER].cast("q")
         words[0], words[1], words[2], words[3] = MAGIC, slots, slot_bytes[0], slot_bytes[1]
         words.release()
-        return cls(shm.buf, True, slots, slot_bytes, alive, wait, shm=shm, name=shm.name)
+        return cls(mm, True, slots, slot_bytes, alive, wait, fd=fd)
 
     @classmethod
-    def attach(cls, name: str, alive: Callable[[], bool] | None = None,
-               wait: WaitPolicy = WaitPolicy()) -> ShmChannel:
-        """Map the owner's segment (plain mmap: the owner, not this process's resource tracker, owns it)."""
-        fd = os.open(os.path.join("/dev/shm", name.lstrip("/")), os.O_RDWR)
+    def attach(cls, fd: int, alive: Callable[[], bool] | None = None, wait: WaitPolicy = WaitPolicy()) -> ShmChannel:
+        """Map the owner's channel from the descriptor this process inherited (then closed)."""
         try:
             mm = mmap.mmap(fd, os.fstat(fd).st_size)
         finally:
             os.close(fd)
-        buf = memoryview(mm)
-        words = buf[:HEADER].cast("q")
+        words = memoryview(mm)[:HEADER].cast("q")
         magic, slots, out_b, in_b = words[0], words[1], words[2], words[3]
         words.release()
         if magic != MAGIC:
-            buf.release()
             mm.close()
-            raise ChannelError(f"shared-memory segment {name!r} is not a saguaro channel")
-        return cls(buf, False, slots, (out_b, in_b), alive, wait, mm=mm, name=name)
+            raise ChannelError(f"descriptor {fd} is not a saguaro hand-off channel")
+        return cls(mm, False, slots, (out_b, in_b), alive, wait)
+
+    def release_fd(self) -> None:
+        """Owner: close the descriptor once the peer has its own copy (the mapping stays)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     # ---- counters: each word is read or written as one aligned 8-byte access
     def _ctr(self, line: int) -> int:
@@ -138,12 +146,6 @@ class ShmChannel:
 
     def _closed_by_peer(self) -> bool:
         return self._words[_W + (0 if not self.owner else 1)] != 0
-
-    def unlink(self) -> None:
-        """Owner: remove the segment's name now that the peer has mapped it (the mappings stay)."""
-        if not self._unlinked and self._shm is not None:
-            self._unlinked = True
-            self._shm.unlink()
 
     def pending(self) -> bool:
         """Whether a message is waiting to be read."""
@@ -218,7 +220,7 @@ class ShmChannel:
         self._words[(3 + 2 * self._in_dir) * _W] = self._read
 
     def close(self) -> None:
-        """Tell the peer this end is closed, drop the mapping; the owner also unlinks the segment."""
+        """Tell the peer this end is closed and drop the mapping (and the owner's descriptor)."""
         if self._buf is None:
             return
         self._words[_W + (0 if self.owner else 1)] = 1
@@ -226,11 +228,8 @@ class ShmChannel:
         del self._bytes
         self._buf.release()
         self._buf = None
-        if self._shm is not None:
-            self._shm.close()
-            self.unlink()
-        if self._mm is not None:
-            self._mm.close()
+        self._mm.close()
+        self.release_fd()
 
     def __enter__(self) -> ShmChannel:
         return self

@@ -1,5 +1,6 @@
 """The shared-memory hand-off between two real processes: intact in-order messages, timeouts, a dead or
-closed peer detected while waiting, and no /dev/shm segment left behind whatever way either side ends."""
+closed peer detected while waiting, and no shared memory left behind (no /dev/shm entry, no mapping or
+descriptor after close) whatever way either side ends."""
 
 from __future__ import annotations
 
@@ -25,20 +26,24 @@ from saguaro_exec.speculator.shm_group import ShmGroup
 
 pytestmark = pytest.mark.skipif(not supported(), reason="shared-memory hand-off needs Linux x86-64")
 
-# The peer: attaches, then acts out argv[2]. "echo": send every message back (+1) until the owner
-# closes; "silent": never answer; "kill": SIGKILL itself after attaching; "raise": raise inside the
-# channel's with-block; "own": create its own channel, print its name and sleep (to be SIGKILLed).
+# The peer: attaches to the inherited descriptor argv[1], then acts out argv[2]. "echo": send every
+# message back (+1) until the owner closes (or dies: then it writes argv[4]); "silent": never answer;
+# "kill": SIGKILL itself after attaching; "raise": raise inside the channel's with-block; "own": be an
+# owner itself, start an echo peer, print its pid and sleep (to be SIGKILLed).
 PEER = r"""
-import os, signal, sys, time, torch
+import os, signal, subprocess, sys, time, torch
 from saguaro_exec.speculator.shm import ShmChannel, PeerGone, WaitPolicy
 from saguaro_exec.speculator.shm_group import ShmGroup
 mode = sys.argv[2]
 if mode == "own":
     ch = ShmChannel.create((64, 64))
-    print(ch.name, flush=True)
+    peer = subprocess.Popen([sys.executable, "-c", __PEER__, str(ch.fd), "echo", "yield", sys.argv[4]],
+                            pass_fds=(ch.fd,))
+    ch.recv_into(torch.zeros(1, dtype=torch.long), 9, timeout_s=60)
+    print(peer.pid, flush=True)
     time.sleep(60)
 parent = os.getppid()
-ch = ShmChannel.attach(sys.argv[1], alive=lambda: os.getppid() == parent, wait=WaitPolicy(backoff=sys.argv[3]))
+ch = ShmChannel.attach(int(sys.argv[1]), alive=lambda: os.getppid() == parent, wait=WaitPolicy(backoff=sys.argv[3]))
 ch.send(torch.tensor([os.getpid()]), 9)
 if mode == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
@@ -55,18 +60,30 @@ with ch:
             t = torch.empty(n // 8, dtype=torch.float64) if tag == 1 else torch.empty(n // 8, dtype=torch.long)
             g.recv([t], 0, tag).wait()
             g.send([t + 1], 0, tag).wait()
-    except PeerGone:
+    except PeerGone as e:
+        if "died" in str(e) and len(sys.argv) > 4:
+            open(sys.argv[4], "w").write(str(e))
         sys.exit(0)
 """
+PEER = PEER.replace("__PEER__", repr(PEER))
 
 
 def _shm_names() -> set[str]:
     return set(os.listdir("/dev/shm"))
 
 
+def _held(pid: int | str = "self") -> bool:
+    """Whether a process still maps or holds a hand-off channel."""
+    fds = [os.readlink(f"/proc/{pid}/fd/{f}") for f in os.listdir(f"/proc/{pid}/fd") if f.isdigit()
+           and os.path.exists(f"/proc/{pid}/fd/{f}")]
+    with open(f"/proc/{pid}/maps") as f:
+        maps = f.read()
+    return any("saguaro-handoff" in x for x in fds) or "saguaro-handoff" in maps
+
+
 def _start(ch: ShmChannel, mode: str, backoff: str = "yield") -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", PEER, ch.name, mode, backoff], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", PEER, str(ch.fd), mode, backoff], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, pass_fds=(ch.fd,))
     ch.alive = lambda: proc.poll() is None
     return proc
 
@@ -74,8 +91,7 @@ def _start(ch: ShmChannel, mode: str, backoff: str = "yield") -> subprocess.Pope
 def _attached(ch: ShmChannel, proc: subprocess.Popen) -> None:
     pid = ch.recv_into(torch.zeros(1, dtype=torch.long), 9, timeout_s=60)
     assert int(pid) == proc.pid
-    ch.unlink()                        # the peer has mapped it: the name can go now
-    assert not os.path.exists(f"/dev/shm/{ch.name}")
+    ch.release_fd()                    # the peer has its own copy
 
 
 def _message(i: int) -> tuple[torch.Tensor, int]:
@@ -112,7 +128,7 @@ def test_messages_arrive_intact_and_in_order(backoff):
 
 def test_posted_receives_match_by_tag():
     """Receives posted in one order and waited in another get the message with their tag (gloo's rule)."""
-    with ShmChannel.create((64, 64)) as a, ShmChannel.attach(a.name) as b:
+    with ShmChannel.create((64, 64)) as a, ShmChannel.attach(os.dup(a.fd)) as b:
         ga, gb = ShmGroup(a, 5), ShmGroup(b, 5)
         ga.send([torch.tensor([1])], 1, 7)
         ga.send([torch.tensor([2.5], dtype=torch.float64)], 1, 8)
@@ -124,7 +140,7 @@ def test_posted_receives_match_by_tag():
 
 
 def test_bad_messages_raise():
-    with ShmChannel.create((32, 32)) as a, ShmChannel.attach(a.name) as b:
+    with ShmChannel.create((32, 32)) as a, ShmChannel.attach(os.dup(a.fd)) as b:
         with pytest.raises(BadMessage, match="exceeds"):
             a.send(torch.zeros(5, dtype=torch.long), 0)
         a.send(torch.zeros(2, dtype=torch.long), 3)
@@ -153,41 +169,47 @@ def test_timeout_raises():
 
 @pytest.mark.parametrize("mode", ["kill", "raise"])
 def test_dead_or_closed_peer_is_detected(mode):
-    """A peer SIGKILLed or raising (its with-block closes its end) ends a 30 s wait at once."""
+    """A peer SIGKILLed or raising (its with-block closes its end) ends a 30 s wait at once; once this
+    side closes too, no descriptor, mapping or /dev/shm entry is left."""
     names = _shm_names()
     with ShmChannel.create((64, 64)) as ch:
         proc = _start(ch, mode)
         _attached(ch, proc)
         t0 = time.perf_counter()
-        with pytest.raises(PeerGone, match="closed the channel|died"):
+        with pytest.raises(PeerGone, match="closed the channel" if mode == "raise" else "died"):
             ch.recv_into(torch.zeros(1, dtype=torch.long), 0, timeout_s=30)
         assert time.perf_counter() - t0 < 5.0
         assert proc.wait(timeout=10) == (-signal.SIGKILL if mode == "kill" else 1)
-    assert _shm_names() <= names
+        assert _held()
+    assert not _held() and _shm_names() <= names
 
 
-def test_no_segment_left_after_normal_exit_or_exception():
+def test_nothing_left_after_normal_exit_or_exception():
     names = _shm_names()
-    with ShmChannel.create((64, 64)) as ch:        # never attached: close unlinks
-        assert os.path.exists(f"/dev/shm/{ch.name}")
+    with ShmChannel.create((64, 64)):                 # never attached
+        assert _held()
+    assert not _held()
     with pytest.raises(ZeroDivisionError):
         with ShmChannel.create((64, 64)) as ch:
             proc = _start(ch, "echo")
             _attached(ch, proc)
             raise ZeroDivisionError("the owner fails mid-run")
     assert proc.wait(timeout=30) == 0                # the peer saw the owner close and ended
-    assert not os.path.exists(f"/dev/shm/{ch.name}")
-    assert _shm_names() <= names
+    assert not _held() and _shm_names() <= names
 
 
-def test_no_segment_left_after_owner_sigkill():
-    """An owner SIGKILLed before it unlinked: Python's resource tracker removes the segment."""
-    proc = subprocess.Popen([sys.executable, "-c", PEER, "-", "own", "yield"], stdout=subprocess.PIPE)
-    name = proc.stdout.readline().decode().strip()
-    assert os.path.exists(f"/dev/shm/{name}")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    end = time.monotonic() + 10
-    while os.path.exists(f"/dev/shm/{name}") and time.monotonic() < end:
+def test_owner_sigkill_is_detected_by_the_peer(tmp_path):
+    """An owner SIGKILLed mid-run: its peer's wait ends (PeerGone, "died") and the peer exits."""
+    mark = tmp_path / "peer-gone.txt"
+    names = _shm_names()
+    owner = subprocess.Popen([sys.executable, "-c", PEER, "-", "own", "yield", str(mark)], stdout=subprocess.PIPE)
+    peer = int(owner.stdout.readline().decode())
+    assert _held(peer)
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    end = time.monotonic() + 20
+    while os.path.exists(f"/proc/{peer}") and time.monotonic() < end:
         time.sleep(0.05)
-    assert not os.path.exists(f"/dev/shm/{name}")
+    assert not os.path.exists(f"/proc/{peer}") or open(f"/proc/{peer}/stat").read().split(") ")[1][0] == "Z"
+    assert "died" in mark.read_text()
+    assert _shm_names() <= names
