@@ -15,11 +15,13 @@ from calibration.jsonio import load_toml, parse_json
 from saguaro_exec.devices import check_device, check_target_devices, device_index, is_cuda
 from saguaro_exec.faults import FALLBACKS, parse_fault
 from saguaro_exec.model.accel import check_accel
+from saguaro_exec.speculator.shm import supported as shm_supported
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.resolve import PUSH_Q_BYTES  # noqa: F401  (re-exported: the resolver owns the protocol rule)
 
 DTYPES = ("float32", "bfloat16", "float16")
 SSD_PROTOCOLS = ("auto", "push", "reply")
+TRANSPORTS = ("auto", "shm", "gloo")
 
 
 def _check_model(name: str, value: object) -> None:
@@ -98,7 +100,9 @@ class RunConfig:
     calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
     detected from the CUDA device name; on CPU none, peak unknown). ``target_devices``: the target split
     over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
-    NCCL on CUDA); None runs it on ``device`` alone."""
+    NCCL on CUDA); None runs it on ``device`` alone. ``transport``: what carries the SSD messages, "shm" =
+    shared memory on this host, "gloo" = a gloo group; "auto" = shm when target and draft run on the CPU
+    (Linux x86-64), else gloo."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None
@@ -119,6 +123,7 @@ class RunConfig:
     fallback: str = "sd"
     inject_fault: str | None = None
     ssd_protocol: str = "auto"
+    transport: str = "auto"       # SSD message transport: auto | shm | gloo (speculator/transport.py)
     hardware: str | None = None   # hardware preset for the roofline fractions (None: detected on CUDA)
     cuda_graphs: str = "auto"     # CUDA graphs for the steps: auto (on exactly on CUDA) | on | off; accel.py
     attention: str = "auto"       # auto (flash-attn when it imports, CUDA, bf16/fp16) | sdpa | flash
@@ -151,6 +156,9 @@ class RunConfig:
         if self.threads is not None:
             check_number("threads", self.threads, 1, 1024, integer=True)
         check_choice("ssd_protocol", self.ssd_protocol, SSD_PROTOCOLS)
+        check_choice("transport", self.transport, TRANSPORTS)
+        if self.transport == "shm" and not shm_supported():
+            raise ConfigError("transport", "shared-memory hand-off needs Linux on x86-64", "auto | gloo")
         if not isinstance(self.inline_draft, bool):
             raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
         check_number("draft_timeout_s", self.draft_timeout_s, 0.0, 1e7, lo_open=True)

@@ -27,6 +27,7 @@ from saguaro_exec.prepare import Prepared, prepare, resolve_run
 from saguaro_exec.sampling import batch_generator
 from saguaro_exec.speculator.links import DraftProcessError, InlineLink, ProcessLink, PushLink
 from saguaro_exec.speculator.process import DraftArgs, load_source
+from saguaro_exec.speculator.transport import resolve_transport
 from saguaro_exec.speculator.worker import WorkerSpec
 
 __all__ = ["resolve_run", "run"]
@@ -88,6 +89,8 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
                      seed=config.seed, t_start=dec.t_start, threads=p.threads, timeout_s=config.timeout_s,
                      fault=config.inject_fault)
     args.protocol = p.protocol
+    args.transport = meta["transport"] = "inline" if config.inline_draft else \
+        resolve_transport(config.transport, [*config.resolved_target_devices, p.draft_device])
     vocab = p.target.config.vocab_size
     if config.inline_draft:
         link = InlineLink(args, vocab)

@@ -140,8 +140,9 @@ class Supervisor:
     def args_file(self) -> str:
         return os.path.join(self.tmp, ARGS)
 
-    def spawn(self, write_args: Callable[[str], None]) -> dist.TCPStore:
-        """Host the store, write the args (``write_args(path)``) and start every child and the watchdog."""
+    def spawn(self, write_args: Callable[[str], None], pass_fds: tuple[int, ...] = ()) -> dist.TCPStore:
+        """Host the store, write the args (``write_args(path)``) and start every child (inheriting
+        ``pass_fds``) and the watchdog."""
         self._signals.enter_context(first_signal_wins())   # a second signal never cuts the clean-up short
         self.store = dist.TCPStore("127.0.0.1", 0, self.world, True, timeout=timedelta(seconds=self.timeout_s),
                                    wait_for_workers=False)
@@ -154,7 +155,8 @@ class Supervisor:
             with deferred():
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "saguaro_exec.child", str(os.getpid()), self.target, str(rank),
-                     str(self.store.port), self.tmp], env=env, start_new_session=True, preexec_fn=preexec))
+                     str(self.store.port), self.tmp], env=env, start_new_session=True, preexec_fn=preexec,
+                    pass_fds=pass_fds))
         self._watchdog = threading.Thread(target=self._watch, name=f"{self.prefix}watchdog", daemon=True)
         self._watchdog.start()
         return self.store

@@ -22,7 +22,8 @@ from saguaro.commands.common import (
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
-             "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol")
+             "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol",
+             "transport")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -59,6 +60,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--ssd-protocol", help="auto | push | reply: push = the draft sends each built speculation "
                                           "cache and the verifier looks hits up itself; reply = the draft answers "
                                           "each outcome (default auto: push unless the cache's q rows exceed 4 MiB)")
+    r.add_argument("--transport", help="auto | shm | gloo: what carries the SSD messages; shm = shared memory on "
+                                       "this host, gloo = a gloo group (default auto: shm when target and draft "
+                                       "run on the CPU)")
     add_output_args(p)
     return p
 

@@ -1,7 +1,8 @@
 """Per-round measurement rows (``calibration.Measurements.rounds``) and trace events, shared by engines.
 
 Per-sequence lists cover the rows still generating at that round; ``seq`` names their batch rows
-(``seq`` and ``draft_times`` are extra keys beside the calibration schema's ROUND_FIELDS).
+(``seq``, ``draft_times`` and SSD's ``handoff`` message stamps are extra keys beside the calibration schema's
+ROUND_FIELDS).
 """
 
 from __future__ import annotations

@@ -23,11 +23,13 @@ from saguaro_exec.model import Transformer
 from saguaro_exec.speculator.protocol import Reply
 
 DRAFT_PHASES = ("glue", "fork", "tree")
+HANDOFF = ("outcome_seen", "cache_sent", "cache_seen")   # message stamps (push): see bench/handoff_stats.py
+VERIFIER_STAMPS = ("cache_seen",)                        # taken by the verifier's link, not the draft
 
 
 def _draft_events(reply: Reply, r: int) -> list[dict]:
-    return [event(name, "speculator", s, e, round=r) for name, (s, e) in sorted(reply.times.items(),
-                                                                                 key=lambda kv: kv[1][0])]
+    return [event(name, "verifier" if name in VERIFIER_STAMPS else "speculator", s, e, round=r)
+            for name, (s, e) in sorted(reply.times.items(), key=lambda kv: kv[1][0])]
 
 
 def _fill_outcome(row: dict, reply: Reply) -> None:
@@ -53,7 +55,8 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
         rounds.append(new_round(r, t0, t3, live, wait_s=t1 - t0, verify_s=t2 - t1, msg_s=t3 - t2,
                                 draft_reply_s=reply_s[1] - reply_s[0], backup_s=backup_s[1] - backup_s[0],
                                 accepted=[int(acc_l[b]) for b in live],
-                                from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx))
+                                from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx,
+                                handoff={n: list(reply.times[n]) for n in HANDOFF if n in reply.times}))
         events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
                    event("send", "verifier", t2, t3, round=r)]
         if r + 1 < len(replies):

@@ -3,6 +3,7 @@ debugging, the same worker called inline in this process (``InlineLink``, no ove
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import timedelta
 
@@ -24,6 +25,9 @@ from saguaro_exec.speculator.protocol import (
     reply_width,
     unpack_reply,
 )
+from saguaro_exec.speculator.shm import ShmChannel
+from saguaro_exec.speculator.shm_group import ShmGroup
+from saguaro_exec.speculator.transport import open_channel
 from saguaro_exec.speculator.validate import check_cache, check_reply_head, check_reply_q
 from saguaro_exec.speculator.worker import DraftWorker
 
@@ -52,6 +56,7 @@ class ProcessLink(SupervisedContext):
         self._deadline: float | None = None
         self._sup: Supervisor | None = None
         self._startup_fault: DraftFault | None = None
+        self._channel: ShmChannel | None = None     # transport "shm": the hand-off (pg is its ShmGroup)
         self.pg = None
         self._sending = None
 
@@ -74,10 +79,18 @@ class ProcessLink(SupervisedContext):
         stall = a.timeout_s if self.reply_timeout_s is None else self.reply_timeout_s
         self._sup = Supervisor("draft process", "saguaro-draft-", "saguaro_exec.speculator.process:serve", 2,
                                a.timeout_s, stall)
-        store = self._sup.spawn(lambda path: torch.save(a, path))
+        if a.transport == "shm":         # the channel's descriptor is inherited by the draft at spawn
+            self._channel = open_channel(a.ws, self.vocab, a.batches, alive=self._sup.alive)
+            a = dataclasses.replace(a, shm_fd=self._channel.fd)
+        store = self._sup.spawn(lambda path: torch.save(a, path), () if a.shm_fd is None else (a.shm_fd,))
+        if self._channel is not None:
+            self._channel.release_fd()
         self._sup.wait_for("up", "connect")
-        self.pg = connect(store.port, 0, a.timeout_s, store=store)
+        if self._channel is None:
+            self.pg = connect(store.port, 0, a.timeout_s, store=store)
         self._sup.wait_for("ready", "load the draft model")
+        if self._channel is not None:
+            self.pg = ShmGroup(self._channel, a.timeout_s)
 
     def _wait(self, work) -> None:
         """Wait for a send/recv, up to the current reply deadline when one is set."""
@@ -187,6 +200,9 @@ class ProcessLink(SupervisedContext):
         self._sending = None
         if self._sup is not None:
             how(self._sup)
+        if self._channel is not None:            # after the draft is gone: nothing maps it any more
+            self._channel.close()
+            self._channel = None
 
 
 class PushLink(ProcessLink):
@@ -225,16 +241,17 @@ class PushLink(ProcessLink):
 
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
-        layout = self._layout
+        layout, t_wait = self._layout, time.perf_counter() - self.args.t_start
         self._arm()
         self._wait_posted(self._cache_work)
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
+        seen = (t_wait, time.perf_counter() - self.args.t_start)      # the hand-off stamp: cache in hand
         rows = self._cache.tolist()
         if self.reply_timeout_s is not None:
             check_cache(rows, layout, self.vocab, self._live)
         hits, ranks, toks, js = layout.lookup(rows, self._acc.tolist(), self._bonus.tolist(), self.args.ws.n_rank)
-        times = layout.times(rows[-1])
+        times = {**layout.times(rows[-1]), "cache_seen": seen}
         miss = [not h and not d for h, d in zip(hits, self._done)]
         self._live = [not d for d in self._done]
         hit, rank = torch.tensor(hits), torch.tensor(ranks)

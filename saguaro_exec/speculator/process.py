@@ -8,6 +8,7 @@ error file ``spawn.child_main`` writes.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -21,10 +22,10 @@ from saguaro_exec.speculator.protocol import (
     TAG_CACHE,
     TAG_CACHE_Q,
     TAG_Q,
-    connect,
     reply_tensor,
     unpack_outcome,
 )
+from saguaro_exec.speculator.transport import draft_group
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
 
 
@@ -43,6 +44,8 @@ class DraftArgs:
     timeout_s: float
     fault: str | None = None       # test-only fault injection (faults.parse_fault)
     protocol: str = "reply"        # "reply": answer each outcome | "push": send each built cache (protocol.py)
+    transport: str = "gloo"        # "gloo" | "shm" (transport.py); shm_fd: the inherited channel
+    shm_fd: int | None = None
 
 
 def load_source(source: object, device: str, dtype: str):
@@ -66,7 +69,7 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     per round."""
     torch.set_num_threads(max(1, args.threads))
     store = join(port, 2, rank, args.timeout_s)
-    pg = connect(port, rank, args.timeout_s, store=store)
+    pg = draft_group(args.transport, args.shm_fd, port, rank, args.timeout_s, store)
     model = load_source(args.source, args.device, args.dtype)
     report(store, "ready", rank)
     fault, n_sent, vocab = parse_fault(args.fault), 0, model.config.vocab_size
@@ -100,22 +103,28 @@ def _serve_reply(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int,
 def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, vocab: int, pending: list,
                 outcome: torch.Tensor) -> int:
     """One batch of the push protocol: per round build, send the cache, read the outcome, and send a
-    speculation only for rows that missed (the verifier looks hits up in the cache it already holds)."""
-    layout = worker.layout
+    speculation only for rows that missed (the verifier looks hits up in the cache it already holds).
+    Each cache message also carries when the outcome it was built from was seen (``outcome_seen``:
+    waiting started, outcome in hand) and ``cache_sent`` (tree done, send starts): the hand-off stamps."""
+    layout, seen = worker.layout, {}
+    now = lambda: time.perf_counter() - worker.t_start  # noqa: E731
     while True:
         worker.build()
         if fault is not None and fault.at == n_sent:      # misbehave as planned: pack the (garbled) cache afresh
-            msg = layout.pack(apply_fault(fault, n_sent, worker.cache, vocab), worker.times)
+            msg = layout.pack(apply_fault(fault, n_sent, worker.cache, vocab))
         else:
-            msg = layout.stamp(worker.message, worker.times)
+            msg = worker.message
         n_sent += 1
         msgs = [(msg, TAG_CACHE)]
         if worker.cache.q is not None:
             msgs.append((layout.q_rows(worker.cache.q), TAG_CACHE_Q))
         for work, _ in pending:
             work.wait()
+        layout.stamp(msg, {**worker.times, **seen, "cache_sent": (worker.times["tree"][1], now())})
         pending = [(pg.send([m], 0, tag), m) for m, tag in msgs]
+        t_wait = now()
         pg.recv([outcome], 0, TAG).wait()
+        seen = {"outcome_seen": (t_wait, now())}
         acc, bonus, done, stop = unpack_outcome(outcome)
         reply = worker.answer(acc, bonus, done)
         if bool(reply.from_backup.any()):             # a live row missed: its backup speculation

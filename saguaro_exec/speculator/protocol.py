@@ -30,7 +30,8 @@ from saguaro_exec.speculator.cache import Fork, SpecCache
 TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
 TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
-PHASES = ("reply", "backup", "glue", "fork", "tree")
+PHASES = ("reply", "backup", "glue", "fork", "tree", "outcome_seen", "cache_sent")   # the last two: hand-off
+# stamps of a cache message (push): waiting for / seeing the outcome it was built from; tree end / send
 
 
 @dataclass
