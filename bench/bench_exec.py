@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.handoff_stats import run_handoffs  # noqa: E402
+from bench.handoff_stats import summarize as summarize_handoffs  # noqa: E402
 from calibration.jsonio import write_atomic  # noqa: E402
 from saguaro_exec import RunConfig, run  # noqa: E402
 from saguaro_exec.io.prompts import BUILTIN_PROMPTS  # noqa: E402
@@ -66,7 +68,8 @@ def bench(args: argparse.Namespace) -> dict:
                 spec = _spec(base + mode[len(mode.partition("@")[0]):], args, batch, temp)
                 proto = proto or args.protocol
                 cfgs[mode] = RunConfig(spec=spec, prompts=prompts, max_new_tokens=args.max_new, device=args.device,
-                                       seed=args.seed, threads=args.threads, ssd_protocol=proto, **models)
+                                       seed=args.seed, threads=args.threads, ssd_protocol=proto,
+                                       transport=args.transport, **models)
                 if args.warmup:
                     run(RunConfig(spec=spec, prompts=prompts[:batch], max_new_tokens=8, device=args.device,
                                   threads=args.threads, ssd_protocol=proto, **models))
@@ -82,6 +85,9 @@ def bench(args: argparse.Namespace) -> dict:
                 s.update(mode=mode, batch=batch, temperature=temp, k=cfgs[mode].spec.k,
                          fanout=rep.measurements.meta["fanout"], backup=rep.measurements.meta["backup_resolved"],
                          protocol=rep.measurements.meta.get("ssd_protocol"), phase_ms=_phases(rep),
+                         transport=rep.measurements.meta.get("transport"),
+                         handoff=summarize_handoffs(run_handoffs(rep.measurements.rounds, rep.events))
+                         if mode.startswith("ssd") else None,
                          tokens_per_s_all=[x.tokens_per_s for x in reps[mode]],
                          tokens_per_s_median=statistics.median(x.tokens_per_s for x in reps[mode]))
                 rows.append(s)
@@ -131,6 +137,14 @@ def table(result: dict) -> str:
         ph = r["phase_ms"]
         lines.append(f"  b{r['batch']} T={r['temperature']} {r['mode']:>9}: "
                      + " | ".join(f"{ph[k]:6.3f}" for k in (*(x.removesuffix('_s') for x in PHASES), "round")))
+    lines.append("SSD hand-offs, ms p50/p90 (draft gap | verifier gap | wait), rounds stalled > 1 ms:")
+    for r in result["rows"]:
+        h = r.get("handoff") or {}
+        if "wait" in h:
+            lines.append(f"  b{r['batch']} T={r['temperature']} {r['mode']:>9} ({r.get('transport')}): " + " | ".join(
+                f"{h[m]['p50_ms']:.3f}/{h[m]['p90_ms']:.3f}" if m in h else "-" for m in ("draft_gap", "verifier_gap",
+                                                                                         "wait"))
+                + f", {100 * h['wait']['share_over_1ms']:.0f}% stalled")
     if result["targets"]:
         t = result["targets"]
         lines.append(f"targets (batch 1, T=0; best SSD row {t['ssd_row']} vs best SD row {t['sd_row']}: "
@@ -163,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="ar,sd,ssd", help="comma separated: ar | sd | ssd, ssd-reply / ssd-push "
                    "pin the protocol, @K sets the lookahead (e.g. sd@4,ssd@5; SSD fan-out then from --budget)")
     p.add_argument("--protocol", default="auto", help="SSD message protocol: auto | push | reply")
+    p.add_argument("--transport", default="auto", help="SSD message transport: auto | shm | gloo")
     args = p.parse_args(argv)
     result = bench(args)
     write_atomic(args.out, json.dumps(result, indent=1) + "\n")

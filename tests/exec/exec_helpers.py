@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 
 import numpy as np
 import torch
@@ -76,3 +77,16 @@ def chi2_pvalue(samples: list[tuple], exact: dict, min_expected: float = 5.0) ->
     obs_a, exp_a = np.array(obs, dtype=float), np.array(exp, dtype=float)
     exp_a *= obs_a.sum() / exp_a.sum()
     return float(chisquare(obs_a, exp_a).pvalue)
+
+
+def handoff_held(pid: int | str = "self") -> bool:
+    """Whether a process still holds or maps a shared-memory hand-off channel (speculator/shm.py)."""
+    fd_dir = f"/proc/{pid}/fd"
+    links = []
+    for f in os.listdir(fd_dir):
+        try:
+            links.append(os.readlink(os.path.join(fd_dir, f)))
+        except OSError:
+            continue
+    with open(f"/proc/{pid}/maps") as maps:
+        return any("saguaro-handoff" in x for x in links) or "saguaro-handoff" in maps.read()

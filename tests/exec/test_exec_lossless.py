@@ -17,9 +17,10 @@ N_NEW = 24
 GREEDY = [plain_greedy(TARGET, p, N_NEW) for p in PROMPTS]
 
 
-def _run(spec: SpecConfig, draft=DRAFT, inline: bool = True, prompts=PROMPTS, protocol: str = "auto"):
+def _run(spec: SpecConfig, draft=DRAFT, inline: bool = True, prompts=PROMPTS, protocol: str = "auto",
+         transport: str = "auto"):
     return run(RunConfig(spec=spec, target=TARGET, draft=draft, prompts=prompts, max_new_tokens=N_NEW,
-                         inline_draft=inline, ssd_protocol=protocol))
+                         inline_draft=inline, ssd_protocol=protocol, transport=transport))
 
 
 def test_ar_matches_plain_greedy():
@@ -47,24 +48,28 @@ def test_ssd_inline_matches_greedy(cfg, draft):
     assert rep.token_ids == GREEDY
 
 
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
 @pytest.mark.parametrize("protocol", ["reply", "push"])
-def test_ssd_process_matches_greedy_with_misses(protocol):
+def test_ssd_process_matches_greedy_with_misses(protocol, transport):
     """Real draft process, batch of 4 different lengths, unrelated draft: misses and backups happen
     (push: the verifier looks hits up itself and waits for the draft only for missed rows)."""
-    rep = _run(SpecConfig(mode="ssd", k=3, batch_size=4, fanout=(2, 1, 1, 1)), inline=False, protocol=protocol)
+    rep = _run(SpecConfig(mode="ssd", k=3, batch_size=4, fanout=(2, 1, 1, 1)), inline=False, protocol=protocol,
+               transport=transport)
     assert rep.token_ids == GREEDY
+    assert rep.measurements.meta["transport"] == transport
     rows = rep.measurements.rounds
     assert any(fb for r in rows[1:] for fb in r["from_backup"])          # misses really happened
     assert rep.hit_rate is not None and rep.hit_rate < 0.9
 
 
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
 @pytest.mark.parametrize("protocol", ["reply", "push"])
-def test_draft_equal_target_hits_every_round(protocol):
+def test_draft_equal_target_hits_every_round(protocol, transport):
     """Draft == target through the real process: every round after the first is a cache hit and
     returns K+1 tokens (the first speculation comes from the backup)."""
     k = 3
     rep = _run(SpecConfig(mode="ssd", k=k, batch_size=2, fanout=(1, 1, 1, 1)), draft=TARGET, inline=False,
-               protocol=protocol)
+               protocol=protocol, transport=transport)
     assert rep.token_ids == GREEDY
     assert rep.hit_rate >= 0.99
     for r in rep.measurements.rounds:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from exec_helpers import tiny_models
+from exec_helpers import handoff_held, tiny_models
 
 from saguaro_exec import RunConfig, run
 from saguaro_exec.model import Transformer
@@ -71,37 +71,43 @@ def _spec() -> SpecConfig:
     return SpecConfig(mode="ssd", k=2, batch_size=2, fanout=(2, 1, 1))
 
 
-def test_no_orphan_after_normal_run():
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
+def test_no_orphan_after_normal_run(transport):
     before = children(os.getpid())
-    rep = run(RunConfig(spec=_spec(), target=TARGET, draft=DRAFT, prompts=[[1, 2], [3]], max_new_tokens=8))
+    rep = run(RunConfig(spec=_spec(), target=TARGET, draft=DRAFT, prompts=[[1, 2], [3]], max_new_tokens=8,
+                        transport=transport))
     pid = rep.measurements.meta["draft_pid"]
     assert pid is not None and not alive(pid)
     assert children(os.getpid()) <= before
+    assert rep.measurements.meta["transport"] == transport and not handoff_held()
 
 
-def test_draft_exception_is_reported_and_process_is_gone():
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
+def test_draft_exception_is_reported_and_process_is_gone(transport):
     before = children(os.getpid())
     failing = FailingDraft(DRAFT.config)
     failing.load_state_dict(DRAFT.state_dict())
     with pytest.raises(DraftProcessError, match="deliberate draft failure"):
-        run(RunConfig(spec=_spec(), target=TARGET, draft=failing, prompts=[[1, 2], [3]], max_new_tokens=50))
+        run(RunConfig(spec=_spec(), target=TARGET, draft=failing, prompts=[[1, 2], [3]], max_new_tokens=50,
+                      transport=transport))
     assert children(os.getpid()) <= before
+    assert not handoff_held()
 
 
 SCRIPT = textwrap.dedent("""
     import sys
     sys.path[:0] = [{repo!r}, {tests!r}]
-    from exec_helpers import tiny_models
+    from exec_helpers import handoff_held, tiny_models
     from saguaro_exec import RunConfig, run
     from saguaro_sim import SpecConfig
     t, d = tiny_models(context=1 << 18)
     run(RunConfig(spec=SpecConfig(mode="ssd", k=2, fanout=(2, 1, 1)), target=t, draft=d,
-                  prompts=[[1, 2, 3]], max_new_tokens=100000))
+                  prompts=[[1, 2, 3]], max_new_tokens=100000, transport={transport!r}))
 """)
 
 
-def _start_long_run() -> tuple[subprocess.Popen, int]:
-    code = SCRIPT.format(repo=str(REPO), tests=str(REPO / "tests" / "exec"))
+def _start_long_run(transport: str = "auto") -> tuple[subprocess.Popen, int]:
+    code = SCRIPT.format(repo=str(REPO), tests=str(REPO / "tests" / "exec"), transport=transport)
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     end = time.time() + 60
     while time.time() < end:
@@ -115,9 +121,10 @@ def _start_long_run() -> tuple[subprocess.Popen, int]:
     raise AssertionError("draft process never started")
 
 
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_no_orphan_after_interrupt_or_kill(sig):
-    proc, draft_pid = _start_long_run()
+def test_no_orphan_after_interrupt_or_kill(sig, transport):
+    proc, draft_pid = _start_long_run(transport)
     try:
         assert alive(draft_pid)
         proc.send_signal(sig)

@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from exec_helpers import plain_greedy, tiny_models
+from exec_helpers import handoff_held, plain_greedy, tiny_models
 from test_exec_processes import alive, children
 
 from saguaro_exec import RunConfig, run
@@ -50,8 +50,10 @@ def _assert_clean_exit(rep, before: set[int]) -> None:
     pid = rep.measurements.meta["draft_pid"]
     assert pid is not None and not alive(pid)
     assert children(os.getpid()) <= before
+    assert not handoff_held()                # the shared-memory channel went with the link
 
 
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
 @pytest.mark.parametrize("protocol", ["reply", "push"])
 @pytest.mark.parametrize("inject, fallback, kind", [
     ("die@3", "sd", "died"),
@@ -59,10 +61,10 @@ def _assert_clean_exit(rep, before: set[int]) -> None:
     ("garble@4", "ar", "malformed"),
     ("raise@1", "sd", "error"),
 ])
-def test_fault_is_survived_losslessly(clean, inject, fallback, kind, protocol):
+def test_fault_is_survived_losslessly(clean, inject, fallback, kind, protocol, transport):
     before = children(os.getpid())
     t0 = time.perf_counter()
-    rep = run(_cfg(inject_fault=inject, fallback=fallback, ssd_protocol=protocol))
+    rep = run(_cfg(inject_fault=inject, fallback=fallback, ssd_protocol=protocol, transport=transport))
     wall = time.perf_counter() - t0
     assert rep.token_ids == clean.token_ids                      # identical to the fault-free greedy run
     assert [len(t) for t in rep.token_ids] == [MAX_NEW] * len(PROMPTS)
