@@ -145,7 +145,7 @@ class ShmChannel:
         return self._words[line * _W]
 
     def _closed_by_peer(self) -> bool:
-        return self._words[_W + (0 if not self.owner else 1)] != 0
+        return self._words[_W + (1 if self.owner else 0)] != 0      # line 1: (owner closed, peer closed)
 
     def pending(self) -> bool:
         """Whether a message is waiting to be read."""
