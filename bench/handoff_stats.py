@@ -11,9 +11,10 @@ For round j >= 1, which verifies the speculation looked up (or answered) in cach
 Where the run carries explicit message stamps, the transit legs are added. Speculator events of round j
 describe C_{j-1}: its build, ``cache_sent`` (packing until the send) and ``outcome_seen`` (waiting for
 o_{j-2}, the outcome it started from, until seen); the verifier's ``cache_seen`` of round j ends when
-C_{j-1} was in hand. ``outcome_transit`` = o_{j-1} seen minus known, ``draft_lag`` = the draft's first
-action minus seen, ``cache_transit`` = C_{j-1} seen minus sent, ``verify_lag`` = verification start minus
-seen.
+C_{j-1} was in hand. The transit legs count from the later of "sent" and "the receiver started waiting"
+(a message that waits for a busy receiver is not in transit): ``outcome_transit`` = o_{j-1} seen minus
+max(known, the draft's wait start), ``draft_lag`` = the draft's first action minus seen, ``cache_transit``
+= C_{j-1} seen minus max(sent, the verifier's wait start), ``verify_lag`` = verification start minus seen.
 """
 
 from __future__ import annotations
@@ -36,16 +37,15 @@ def split_batches(rows: list[dict]) -> list[list[dict]]:
 
 
 def events_by_batch(events: list[dict], track: str) -> list[dict[int, dict[str, tuple]]]:
-    """Per batch, ``track``'s events by round, name -> (start, end). Each process's events are in time
-    order and their round numbers restart with every batch, so a drop in the round number starts the next
-    batch (a draft may start batch b + 1 before the verifier has finished batch b's bookkeeping)."""
+    """Per batch, ``track``'s events by round, name -> (start, end). Every batch has round-0 events (the
+    draft's first speculation; the verifier's first wait), so a round-0 name seen again starts the next
+    batch. (Time order alone does not split them: a stamp such as ``outcome_seen`` starts before the
+    previous round's reply, and a draft may start batch b + 1 before the verifier has left batch b.)"""
     out: list[dict[int, dict[str, tuple]]] = [{}]
-    last = -1
     for e in sorted((e for e in events if e["track"] == track and "round" in e["args"]), key=lambda e: e["start_s"]):
         r = e["args"]["round"]
-        if r < last or (r == last and e["name"] in out[-1][r]):     # the next batch's rounds begin
+        if r == 0 and e["name"] in out[-1].get(0, {}):
             out.append({})
-        last = r
         out[-1].setdefault(r, {})[e["name"]] = (e["start_s"], e["start_s"] + e["dur_s"])
     return out
 
@@ -69,12 +69,13 @@ def round_handoffs(rows: list[dict], spec: dict, ver: dict) -> list[dict]:
                "build": built - ev["glue"][0], "draft_gap": first - max(posted, built),
                "verifier_gap": start - max(prev["t1"], ready)}
         if "outcome_seen" in nxt:                 # stamped with the build that started from o_{j-1}
-            seen = nxt["outcome_seen"][1]
-            rec["outcome_transit"] = seen - posted
+            waited, seen = nxt["outcome_seen"]
+            rec["outcome_transit"] = seen - max(posted, waited)
             rec["draft_lag"] = first - seen
         if "cache_sent" in ev and "cache_seen" in ver.get(j, {}):
-            rec["cache_transit"] = ver[j]["cache_seen"][1] - ev["cache_sent"][1]
-            rec["verify_lag"] = start - ver[j]["cache_seen"][1]
+            waited, seen = ver[j]["cache_seen"]
+            rec["cache_transit"] = seen - max(ev["cache_sent"][1], waited)
+            rec["verify_lag"] = start - seen
         out.append(rec)
     return out
 

@@ -21,11 +21,14 @@ def _ev(name: str, track: str, start: float, end: float, r: int | None = None) -
             "args": {} if r is None else {"round": r}}
 
 
-def _batch(base: float) -> tuple[list[dict], list[dict]]:
+def _batch(base: float, start: float | None = None) -> tuple[list[dict], list[dict]]:
     """Three rounds (times in ms from ``base``): verify 2 ms, send 0.1 ms; the draft's builds take 1 ms
-    and start 0.3 ms after each outcome is known; round 2 misses (the draft's reply 0.5 ms)."""
+    and start 0.3 ms after each outcome is known; round 2 misses (the draft's reply 0.5 ms). The draft's
+    first speculation (round 0) at ``start`` (default: during the prefill)."""
+    start = base - 0.5 if start is None else start
     rows = [_row(0, base + 0, 1.0, 2.0, 0.1), _row(1, base + 3.1, 0.2, 2.0, 0.1), _row(2, base + 5.4, 0.9, 2.0, 0.1)]
-    ev = [_ev("prefill", "verifier", base - 1, base),
+    ev = [_ev("prefill", "verifier", base - 1, base), _ev("reply", "speculator", start, start + 0.4, 0),
+          _ev("backup", "speculator", start, start + 0.4, 0),
           # C_0 (tagged round 1), built during verification 0
           _ev("glue", "speculator", base + 1.2, base + 1.5, 1), _ev("tree", "speculator", base + 1.6, base + 2.2, 1),
           # C_1 (round 2) starts 0.3 ms after o_0 is known at base + 3.0
@@ -62,9 +65,8 @@ def test_gaps_per_round_across_batches():
     assert s["rounds"] == 4 and s["miss_share"] == 0.5
     assert s["wait"]["share_over_1ms"] == 0 and s["draft_gap"]["p50_ms"] == pytest.approx(0.25)
     # the draft starts batch 2 (its round 0 reply) before the verifier's batch 1 bookkeeping is over
-    early = [_ev("reply", "speculator", 7.5, 8.0, 0), _ev("backup", "speculator", 7.5, 8.0, 0)]
-    r2b, e2b = _batch(10.0)
-    assert run_handoffs(r1 + r2b, e1 + early + e2b)[:2] == run_handoffs(r1, e1)
+    r2b, e2b = _batch(10.0, start=7.5)
+    assert run_handoffs(r1 + r2b, e1 + e2b)[:2] == run_handoffs(r1, e1)
     with pytest.raises(ValueError, match="2 batches of rounds but 1 of draft"):
         run_handoffs(r1 + r2, e1)
 
@@ -72,12 +74,14 @@ def test_gaps_per_round_across_batches():
 def test_explicit_message_stamps_give_transit_legs():
     rows, ev = _batch(0.0)
     ev += [_ev("outcome_seen", "speculator", 2.3, 3.1, 2), _ev("cache_sent", "speculator", 2.2, 2.25, 1),
-           _ev("cache_seen", "verifier", 3.1, 3.2, 1)]
+           _ev("cache_seen", "verifier", 3.1, 3.2, 1),
+           _ev("outcome_seen", "speculator", 4.4, 5.35, 3)]      # starts before round 2's reply: still batch 0
     h, h2 = run_handoffs(rows, ev)
     # o_0 known at 3.0, seen at 3.1 (stamped with C_1's build, round 2); C_1 starts at 3.3
     assert h["outcome_transit"] == pytest.approx(0.1 * MS) and h["draft_lag"] == pytest.approx(0.2 * MS)
-    assert h["cache_transit"] == pytest.approx(0.95 * MS) and h["verify_lag"] == pytest.approx(0.1 * MS)
-    assert "outcome_transit" not in h2 and "cache_transit" not in h2      # not stamped in round 2
+    # C_0 sent at 2.25 while the verifier verified; it began waiting at 3.1 and had it at 3.2
+    assert h["cache_transit"] == pytest.approx(0.1 * MS) and h["verify_lag"] == pytest.approx(0.1 * MS)
+    assert h2["outcome_transit"] == pytest.approx(0.05 * MS) and "cache_transit" not in h2
 
 
 def test_distribution_quantiles_and_stall_share():
