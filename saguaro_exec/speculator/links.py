@@ -25,7 +25,6 @@ from saguaro_exec.speculator.protocol import (
     reply_width,
     unpack_reply,
 )
-from saguaro_exec.speculator.shm import ShmChannel
 from saguaro_exec.speculator.shm_group import ShmGroup
 from saguaro_exec.speculator.transport import open_channel
 from saguaro_exec.speculator.validate import check_cache, check_reply_head, check_reply_q
@@ -56,7 +55,7 @@ class ProcessLink(SupervisedContext):
         self._deadline: float | None = None
         self._sup: Supervisor | None = None
         self._startup_fault: DraftFault | None = None
-        self._channel: ShmChannel | None = None     # transport "shm": the hand-off (pg is its ShmGroup)
+        self._channel = None       # transport "shm": the ShmChannel (self.pg is then its ShmGroup)
         self.pg = None
         self._sending = None
 
@@ -84,13 +83,11 @@ class ProcessLink(SupervisedContext):
             a = dataclasses.replace(a, shm_fd=self._channel.fd)
         store = self._sup.spawn(lambda path: torch.save(a, path), () if a.shm_fd is None else (a.shm_fd,))
         if self._channel is not None:
-            self._channel.release_fd()
-        self._sup.wait_for("up", "connect")
-        if self._channel is None:
-            self.pg = connect(store.port, 0, a.timeout_s, store=store)
-        self._sup.wait_for("ready", "load the draft model")
-        if self._channel is not None:
+            self._channel.release_fd()                # the draft holds its own copy now
             self.pg = ShmGroup(self._channel, a.timeout_s)
+        self._sup.wait_for("up", "connect")
+        self.pg = self.pg or connect(store.port, 0, a.timeout_s, store=store)
+        self._sup.wait_for("ready", "load the draft model")
 
     def _wait(self, work) -> None:
         """Wait for a send/recv, up to the current reply deadline when one is set."""
@@ -200,9 +197,8 @@ class ProcessLink(SupervisedContext):
         self._sending = None
         if self._sup is not None:
             how(self._sup)
-        if self._channel is not None:            # after the draft is gone: nothing maps it any more
+        if self._channel is not None:            # after the draft is gone (close is idempotent)
             self._channel.close()
-            self._channel = None
 
 
 class PushLink(ProcessLink):
