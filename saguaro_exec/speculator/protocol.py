@@ -30,8 +30,9 @@ from saguaro_exec.speculator.cache import Fork, SpecCache
 TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
 TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
-PHASES = ("reply", "backup", "glue", "fork", "tree", "outcome_seen", "cache_sent")   # the last two: hand-off
-# stamps of a cache message (push): waiting for / seeing the outcome it was built from; tree end / send
+PHASES = ("reply", "backup", "glue", "fork", "tree")       # (start, end) pairs in a reply's last row
+CACHE_PHASES = PHASES + ("outcome_seen", "cache_sent")     # a cache message's: + the hand-off stamps (waiting
+# for / seeing the outcome it was built from; tree end / send start)
 
 
 @dataclass
@@ -150,7 +151,7 @@ class CacheLayout:
         return slice(o, o + (self.k + 1) * self.r_max)
 
     def shape(self, bsz: int) -> tuple[int, int]:
-        return bsz + 1, max(self.rank.stop, 1 + 2 * len(PHASES))
+        return bsz + 1, max(self.rank.stop, 1 + 2 * len(CACHE_PHASES))
 
     def pack(self, cache: SpecCache, times: dict | None = None) -> torch.Tensor:
         """The message for a host-side ``SpecCache`` (without q), with the build's phase times."""
@@ -171,7 +172,7 @@ class CacheLayout:
         """Write the phase times into the message's last row (in place); returns ``t``."""
         last = t[-1]
         last[1:] = -1
-        for i, name in enumerate(PHASES):
+        for i, name in enumerate(CACHE_PHASES):
             if name in times:
                 s, e = times[name]
                 last[1 + 2 * i], last[2 + 2 * i] = round(s * 1e9), round(e * 1e9)
@@ -180,7 +181,7 @@ class CacheLayout:
     @staticmethod
     def times(last: list[int]) -> dict:
         """Phase times from a message's last row (``tolist()``)."""
-        return {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(PHASES)
+        return {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(CACHE_PHASES)
                 if last[1 + 2 * i] >= 0}
 
     def unpack(self, t: torch.Tensor, q: torch.Tensor | None) -> tuple[SpecCache, dict]:
