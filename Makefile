@@ -22,7 +22,8 @@ lint: setup
 	$(BIN)/ruff check .
 
 demo: setup
-	$(BIN)/saguaro autotune --out out/autotune
+	# the deep pair: its draft step costs ~1/12 of a verification, like a 1B draft beside a 70B TP4 target
+	$(BIN)/saguaro autotune --target saguaro_exec/assets/tiny/target-deep --out out/autotune
 
 bench: setup
 	$(BIN)/python bench/bench_sim.py

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The executor/planner measurements of one session, in the order they decide things, on a quiet box.
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep4 exec_tiny handoff peers fidelity sim demo)
+# Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?OUT_DIR}; shift
+mkdir -p "$OUT"
+PY=${PY:-.venv/bin/python}
+export PYTHONPATH=$PWD
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity sim demo)
+quiet() {
+  read -r _ u n s i io irq sirq st _ < /proc/stat; t1=$((u+n+s+i+io+irq+sirq+st)); s1=$st; sleep 3
+  read -r _ u n s i io irq sirq st _ < /proc/stat; t2=$((u+n+s+i+io+irq+sirq+st))
+  echo "$(date -u +%FT%TZ) $1 load $(cut -d' ' -f1-3 /proc/loadavg) steal $(awk -v a=$((st-s1)) -v b=$((t2-t1)) 'BEGIN{printf "%.2f%%", 100*a/b}')" | tee -a "$OUT/load.log"
+}
+DEEP=saguaro_exec/assets/tiny/target-deep
+for s in "${steps[@]}"; do
+  quiet "start $s"
+  case $s in
+    exec_deep) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 0.7 --repeats 5 \
+                 --modes ar,sd@2,sd@3,sd@4,ssd,ssd@4 --out "$OUT/bench_exec_deep.json" > "$OUT/bench_exec_deep.txt" 2>&1 ;;
+    exec_deep4) $PY bench/bench_exec.py --target $DEEP --batches 4 --temps 0 --repeats 5 \
+                 --modes ar,sd@3,sd@4,ssd --out "$OUT/bench_exec_deep4.json" > "$OUT/bench_exec_deep4.txt" 2>&1 ;;
+    exec_tiny) $PY bench/bench_exec.py --batches 1 --temps 0 --repeats 5 --modes ar,sd@2,sd@3,ssd \
+                 --out "$OUT/bench_exec_tiny.json" > "$OUT/bench_exec_tiny.txt" 2>&1 ;;
+    handoff)   $PY bench/bench_handoff.py --repeats 3 --gc on,freeze --out "$OUT/bench_handoff.json" > "$OUT/bench_handoff.txt" 2>&1 ;;
+    peers)     $PY bench/bench_peers.py --no-progress --out "$OUT/bench_peers.json" > "$OUT/bench_peers.txt" 2>&1 ;;
+    fidelity)  $PY bench/bench_fidelity.py --repeats 3 --save "$OUT/fidelity-runs" --out "$OUT/fidelity.json" > "$OUT/fidelity.txt" 2>&1 ;;
+    demo)      make demo > "$OUT/demo.txt" 2>&1 ;;
+    sim)       $PY bench/bench_sim.py --out "$OUT/bench_sim.json" > "$OUT/bench_sim.txt" 2>&1 ;;
+  esac
+  echo "rc=$? $s" | tee -a "$OUT/load.log"
+done
+quiet end
