@@ -113,8 +113,8 @@ def check_synthetic(s: SyntheticAcceptance | None, spec, ssd_protocol: str, inli
 
 
 class SyntheticOutcomes:
-    """One batch's draws. ``lookup`` (SSD): a callable returning (SpecCache with its fork on the host,
-    from_backup [B]) of the speculation being verified; None in SD and after a draft fault."""
+    """One batch's draws. ``lookup`` (SSD): a callable returning the Candidates of the speculation being
+    verified (waiting for its cache); None in SD and after a draft fault."""
 
     def __init__(self, s: SyntheticAcceptance, k: int, temperature: float, sampler_c: float, batch_index: int,
                  vocab: int, eos_ids: list[int], lookup=None) -> None:
@@ -129,29 +129,24 @@ class SyntheticOutcomes:
         """(accepted [B], bonus [B]) on the host, replacing the real rule's (computed and waited for)."""
         bsz = len(toks)
         acc = self.rng.choice(self.k + 1, size=bsz, p=self.pmf)
-        cache = self.lookup() if self.lookup is not None else None
-        bonus = [self._bonus(b, int(acc[b]), toks[b], cache) for b in range(bsz)]
+        cands = self.lookup() if self.lookup is not None else None
+        bonus = [self._bonus(b, int(acc[b]), toks[b], cands) for b in range(bsz)]
         return torch.as_tensor(acc, dtype=torch.long), torch.tensor(bonus, dtype=torch.long)
 
-    def _bonus(self, b: int, a: int, sent: list[int], cache) -> int:
+    def _bonus(self, b: int, a: int, sent: list[int], cands: Candidates | None) -> int:
         excluded = set(self.eos) | ({sent[a]} if a < len(sent) else set())
-        if cache is None:
+        if cands is None:
             return self._outside(excluded)
-        spec, from_backup = cache
-        f = spec.fork
-        top, rank = f.top[b, a].tolist(), f.rank[b, a].tolist()
-        fan = int(((f.branch_k[b] == a) & f.valid[b]).sum())             # cached candidates at k = a
-        by_rank = {r: t for t, r in zip(top, rank) if r >= 0}
-        hit = [self.s.hits.hit(j, a, self.temperature, bool(from_backup[b]), self.sampler_c, self.k)
-               for j in range(len(by_rank) + 1)]
+        ranked, fan = cands.ranked[b][a], cands.fan[b][a]
+        hit = [self.s.hits.hit(j, a, self.temperature, cands.from_backup[b], self.sampler_c, self.k)
+               for j in range(len(ranked) + 1)]
         u = self.rng.random()
-        if u < hit[fan]:                                                 # a cached candidate: rank < fan
-            j = next(j for j in range(fan) if u < hit[j + 1])
-            return by_rank[j]
-        j = next((j for j in range(fan, len(by_rank)) if u < hit[j + 1]), None)
-        if j is not None and by_rank[j] not in excluded:
-            return by_rank[j]
-        return self._outside(excluded | set(top))
+        if u < hit[fan]:                                        # a cached candidate: rank < fan
+            return ranked[next(j for j in range(fan) if u < hit[j + 1])]
+        j = next((j for j in range(fan, len(ranked)) if u < hit[j + 1]), None)
+        if j is not None and ranked[j] not in excluded:         # a miss, ranked j by the draft
+            return ranked[j]
+        return self._outside(excluded | set(ranked))            # a miss beyond the ranked list
 
     def _outside(self, excluded: set[int]) -> int:
         """A uniformly drawn token not in ``excluded`` (EOS ids among them: a synthetic run keeps its length)."""
@@ -159,6 +154,32 @@ class SyntheticOutcomes:
             t = int(self.rng.integers(self.vocab))
             if t not in excluded:
                 return t
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What the cache of one speculation offers the bonus: ``ranked[b][k]`` the draft's tokens at position k
+    best first (the sent token excluded), ``fan[b][k]`` how many of them are cached (F_k), and whether each
+    row's speculation came from the backup (the HitCurve's backup source)."""
+
+    ranked: list[list[list[int]]]
+    fan: list[list[int]]
+    from_backup: list[bool]
+
+    @classmethod
+    def of(cls, top: list, rank: list, branch_k: list, valid: list, from_backup: list[bool]) -> Candidates:
+        """From a fork's lists (per row: top/rank [K+1][R], branch_k/valid [N]; rank -1 = excluded or padding)."""
+        ranked = [[[t for _, t in sorted((r, t) for t, r in zip(ts, rs) if r >= 0)] for ts, rs in zip(tb, rb)]
+                  for tb, rb in zip(top, rank)]
+        fan = [[sum(1 for bk, ok in zip(bks, oks) if ok and bk == a) for a in range(len(tb))]
+               for bks, oks, tb in zip(branch_k, valid, top)]
+        return cls(ranked, fan, [bool(x) for x in from_backup])
+
+    @classmethod
+    def of_cache(cls, cache, from_backup: list[bool]) -> Candidates:
+        """From a host-side speculator.cache.SpecCache."""
+        f = cache.fork
+        return cls.of(f.top.tolist(), f.rank.tolist(), f.branch_k.tolist(), f.valid.tolist(), from_backup)
 
 
 def batch_outcomes(config, batch_index: int, vocab: int, eos_ids: list[int], lookup=None
