@@ -146,14 +146,16 @@ class SyntheticOutcomes:
         j = next((j for j in range(fan, len(ranked)) if u < hit[j + 1]), None)
         if j is not None and ranked[j] not in excluded:         # a miss, ranked j by the draft
             return ranked[j]
-        return self._outside(excluded | set(ranked))            # a miss beyond the ranked list
+        beyond = excluded | set(ranked)                         # a miss beyond the ranked list
+        return self._outside(beyond if len(beyond) < self.vocab else excluded | set(ranked[:fan]))
 
     def _outside(self, excluded: set[int]) -> int:
         """A uniformly drawn token not in ``excluded`` (EOS ids among them: a synthetic run keeps its length)."""
-        while True:
+        for _ in range(64):
             t = int(self.rng.integers(self.vocab))
             if t not in excluded:
                 return t
+        return int(self.rng.choice([t for t in range(self.vocab) if t not in excluded]))
 
 
 @dataclass(frozen=True)

@@ -277,8 +277,19 @@ class InlineLink:
         self._outcome = (acc, bonus, done)
 
     def recv(self) -> Reply:
-        self.worker.build()
+        if not getattr(self, "_built", False):
+            self.worker.build()
+        self._built = False
         return self.worker.answer(*self._outcome)
+
+    def synthetic_cache(self):
+        """Synthetic mode (engine/synthetic.py): build the cache of the speculation being verified now (recv
+        then answers from it) and return its candidate lists."""
+        from saguaro_exec.engine.synthetic import Candidates
+
+        self.worker.build()
+        self._built = True
+        return Candidates.of_cache(self.worker.cache, self.worker.from_backup.tolist())
 
     def close(self) -> None:
         return None

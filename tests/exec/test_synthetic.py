@@ -126,3 +126,36 @@ def test_report_json_meta_and_trace_say_timing_only(tmp_path):
     names = [e["args"]["name"] for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
              if e["name"] == "process_name"]
     assert any("timing only" in n for n in names)
+
+
+FAN, FAN_MISS = (3, 2, 2, 1, 1), (2, 1, 1, 1, 1)
+HITS = HitCurve.power_law(0.6, 0.5, c_backup=0.8, r_backup=0.3)     # backup speculations hit less
+
+
+def _hit_check(rep) -> None:
+    """Realised hits vs the HitCurve at each round's (accepted k, F_k, source): a Poisson-binomial z-test
+    (the p differ by row); power: a hit rate 0.1 lower everywhere is rejected at 1% with p > 0.9."""
+    hits, ps = [], []
+    for r in rep.measurements.rounds:
+        for a, h, fb in zip(r["accepted"], r.get("hit") or [], r["from_backup"]):
+            fan = (FAN_MISS if fb else FAN)[a]
+            ps.append(HITS.hit(fan, a, backup=fb, k=K))
+            hits.append(bool(h))
+    ps, n = np.array(ps), len(ps)
+    sd = float(np.sqrt(np.sum(ps * (1 - ps))))
+    z = (sum(hits) - ps.sum()) / sd
+    crit = stats.norm.ppf(0.995)
+    assert stats.norm.sf(crit - 0.1 * n / sd) > 0.9, n                   # the power stated above
+    assert abs(z) < crit, (sum(hits), ps.sum(), n)
+    assert 0 < sum(hits) < n                                            # both outcomes occur
+
+
+@pytest.mark.parametrize("link", ["inline", "push"])
+def test_ssd_hits_follow_the_hit_curve(link):
+    extra = {"inline_draft": True} if link == "inline" else {"ssd_protocol": "push"}
+    rep, _ = _run("ssd", SyntheticAcceptance(RATES, HITS, seed=5), batch=8, max_new=128,
+                  spec={"fanout": FAN, "fanout_miss": FAN_MISS}, **extra)
+    _hit_check(rep)
+    acc = [a for r in rep.measurements.rounds for a in r["accepted"]]
+    assert stats.chisquare(np.bincount(acc, minlength=K + 1), len(acc) * RATES.length_pmf(K)).pvalue > 0.01
+    assert rep.measurements.meta["synthetic"]["hits"] == HITS.to_dict()
