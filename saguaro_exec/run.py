@@ -105,7 +105,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
                 continue
             gen = batch_generator(config.seed, bi, "target", config.device)
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
-            synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), getattr(link, "synthetic_cache", None))
+            synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and link.synthetic_cache)
             yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth)
 
 
