@@ -155,6 +155,7 @@ def test_ssd_hits_follow_the_hit_curve(link):
     extra = {"inline_draft": True} if link == "inline" else {"ssd_protocol": "push"}
     rep, _ = _run("ssd", SyntheticAcceptance(RATES, HITS, seed=5), batch=8, max_new=128,
                   spec={"fanout": FAN, "fanout_miss": FAN_MISS}, **extra)
+    assert rep.faults == [] and rep.measurements.meta["ssd_protocol"] == "push"   # inline ignores it
     _hit_check(rep)
     acc = [a for r in rep.measurements.rounds for a in r["accepted"]]
     assert stats.chisquare(np.bincount(acc, minlength=K + 1), len(acc) * RATES.length_pmf(K)).pvalue > 0.01
