@@ -160,3 +160,27 @@ def test_ssd_hits_follow_the_hit_curve(link):
     acc = [a for r in rep.measurements.rounds for a in r["accepted"]]
     assert stats.chisquare(np.bincount(acc, minlength=K + 1), len(acc) * RATES.length_pmf(K)).pvalue > 0.01
     assert rep.measurements.meta["synthetic"]["hits"] == HITS.to_dict()
+
+
+def _cli(*args: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-m", "saguaro", "run", *args], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+
+
+def test_cli_flags_label_the_json_and_name_themselves_in_errors():
+    p = _cli("--mode", "sd", "--synthetic-acceptance-length", "2.5", "--max-new-tokens", "8", "--prompt", "hi",
+             "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["lossless"] is False and doc["synthetic"]["label"] == LABEL
+    assert doc["synthetic"]["acceptance_length"] == 2.5
+    p = _cli("--mode", "sd", "--synthetic-acceptance-length", "9", "--prompt", "hi")
+    assert p.returncode == 2 and "--synthetic-acceptance-length" in p.stderr and "Traceback" not in p.stderr
+    p = _cli("--mode", "sd", "--synthetic-profile", "cpu-tinypair", "--check-lossless", "--prompt", "hi")
+    assert p.returncode == 2 and "--synthetic-profile / --check-lossless" in p.stderr
