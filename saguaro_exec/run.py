@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 
 import torch
 
@@ -19,7 +20,7 @@ from saguaro_exec.engine.rounds import BatchResult
 from saguaro_exec.engine.sd import run_sd
 from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.ssd import run_ssd
-from saguaro_exec.engine.synthetic import batch_outcomes
+from saguaro_exec.engine.synthetic import batch_outcomes, link_candidates
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.measure.achieved import achieved
 from saguaro_exec.measure.meta import run_meta
@@ -105,7 +106,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
                 continue
             gen = batch_generator(config.seed, bi, "target", config.device)
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
-            synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and link.synthetic_cache)
+            synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and partial(link_candidates, link))
             yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth)
 
 

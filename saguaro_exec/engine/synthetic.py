@@ -137,7 +137,8 @@ class SyntheticOutcomes:
         excluded = set(self.eos) | ({sent[a]} if a < len(sent) else set())
         if cands is None:
             return self._outside(excluded)
-        ranked, fan = cands.ranked[b][a], cands.fan[b][a]
+        ranked = [t for t in cands.ranked[b][a] if 0 <= t < self.vocab]   # a garbled cache: recv faults on it
+        fan = min(cands.fan[b][a], len(ranked))
         hit = [self.s.hits.hit(j, a, self.temperature, cands.from_backup[b], self.sampler_c, self.k)
                for j in range(len(ranked) + 1)]
         u = self.rng.random()
@@ -182,6 +183,19 @@ class Candidates:
         """From a host-side speculator.cache.SpecCache."""
         f = cache.fork
         return cls.of(f.top.tolist(), f.rank.tolist(), f.branch_k.tolist(), f.valid.tolist(), from_backup)
+
+
+def link_candidates(link) -> Candidates:
+    """The candidate lists of the speculation being verified, from the SSD link: an InlineLink builds its cache
+    now (its recv then answers from it); a PushLink waits for the pushed cache before the outcome is sent."""
+    from saguaro_exec.speculator.links import InlineLink
+
+    if isinstance(link, InlineLink):
+        link.worker.build()
+        link.built = True
+        return Candidates.of_cache(link.worker.cache, link.worker.from_backup.tolist())
+    msg = link.wait_cache()                  # recv checks it (a garbled one is a DraftFault there)
+    return Candidates.of_cache(link._layout.unpack(msg, None)[0], link.from_backup)
 
 
 def batch_outcomes(config, batch_index: int, vocab: int, eos_ids: list[int], lookup=None

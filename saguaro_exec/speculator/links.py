@@ -198,26 +198,17 @@ class PushLink(ProcessLink):
         self._layout = CacheLayout.of(self.args.ws, self.vocab)      # every cache message of the run
         reply = super().start(bsz)
         self._post_cache()
-        self._from_backup = reply.from_backup.tolist()                # of the speculation being verified
+        self.from_backup = reply.from_backup.tolist()                 # of the speculation being verified
         return reply
 
-    def synthetic_cache(self):
-        """Synthetic mode (engine/synthetic.py): the pushed cache of the speculation being verified, waited for
-        (and checked) before the outcome is sent, so the bonus is chosen from its candidate lists; ``recv``
-        finds it already here. One message latency later than a real push round when the build is slower."""
-        from saguaro_exec.engine.synthetic import Candidates
-
+    def wait_cache(self) -> torch.Tensor:
+        """The cache message of the speculation being verified, waited for once (a gloo work waited for twice
+        blocks): by ``recv``, or earlier by the synthetic mode (engine/synthetic.py) before the outcome."""
         self._arm()
-        self._wait_cache()
-        if self.reply_timeout_s is not None:
-            check_cache(self._cache.tolist(), self._layout, self.vocab, self._live)
-        return Candidates.of_cache(self._layout.unpack(self._cache, None)[0], self._from_backup)
-
-    def _wait_cache(self) -> None:
-        """Wait for the posted cache message, once (a gloo work waited for twice blocks until the timeout)."""
         if self._cache_work is not None:
             self._wait_posted(self._cache_work)
             self._cache_work = None
+        return self._cache
 
     def _post_cache(self) -> None:
         ws, layout = self.args.ws, self._layout
@@ -245,8 +236,7 @@ class PushLink(ProcessLink):
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
         layout = self._layout
-        self._arm()
-        self._wait_cache()
+        self.wait_cache()
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
         rows = self._cache.tolist()
@@ -267,7 +257,7 @@ class PushLink(ProcessLink):
             reply = Reply(hit, rank, torch.zeros(len(miss), dtype=torch.bool), torch.tensor(toks), q, times)
         if not self._stop:
             self._post_cache()
-        self._from_backup = reply.from_backup.tolist()
+        self.from_backup = reply.from_backup.tolist()
         return reply
 
 
@@ -279,6 +269,7 @@ class InlineLink:
         self.model = load_source(args.source, args.device, args.dtype)
         self._batch = -1
         self.pid = None
+        self.built = False
 
     def __enter__(self) -> InlineLink:
         return self
@@ -297,19 +288,10 @@ class InlineLink:
         self._outcome = (acc, bonus, done)
 
     def recv(self) -> Reply:
-        if not getattr(self, "_built", False):
+        if not self.built:                  # the synthetic mode builds before the outcome (engine/synthetic.py)
             self.worker.build()
-        self._built = False
+        self.built = False
         return self.worker.answer(*self._outcome)
-
-    def synthetic_cache(self):
-        """Synthetic mode (engine/synthetic.py): build the cache of the speculation being verified now (recv
-        then answers from it) and return its candidate lists."""
-        from saguaro_exec.engine.synthetic import Candidates
-
-        self.worker.build()
-        self._built = True
-        return Candidates.of_cache(self.worker.cache, self.worker.from_backup.tolist())
 
     def close(self) -> None:
         return None

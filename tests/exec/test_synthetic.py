@@ -184,3 +184,13 @@ def test_cli_flags_label_the_json_and_name_themselves_in_errors():
     assert p.returncode == 2 and "--synthetic-acceptance-length" in p.stderr and "Traceback" not in p.stderr
     p = _cli("--mode", "sd", "--synthetic-profile", "cpu-tinypair", "--check-lossless", "--prompt", "hi")
     assert p.returncode == 2 and "--synthetic-profile / --check-lossless" in p.stderr
+
+
+def test_a_draft_fault_mid_run_finishes_by_sd_still_synthetic():
+    """After the draft dies the in-process SD fallback keeps the synthetic lengths (no cache: SD's bonus)."""
+    rep, _ = _run("ssd", SyntheticAcceptance(RATES, HITS, seed=2), batch=2, max_new=40, ssd_protocol="push",
+                  inject_fault="die@3")
+    assert [f["fallback"] for f in rep.faults] == ["sd"]
+    assert all(len(t) == 40 for t in rep.token_ids)
+    assert rep.summary()["lossless"] is False
+    assert any(r.get("fallback") == "sd" for r in rep.measurements.rounds)
