@@ -2,11 +2,13 @@
 verification outcome drawn from a calibration model instead of the target's rule. TIMING ONLY: the output
 is not the target's, so a run in this mode is never lossless (RunConfig refuses it with ``check_lossless``).
 
-Engines ship the same benchmarking knob: MAX's ``SpeculativeConfig(synthetic_acceptance_rate=...)``
-(https://docs.modular.com/max/api/python/generated/max.pipelines.SpeculativeConfig/) and ATOM's
-``--spec-decode-acceptance-length`` (https://rocm.docs.amd.com/projects/atom/en/latest/_sources/
-forced_acceptance_length.md: "accepts them with a fixed per-position probability ... never run an accuracy
-evaluation with it enabled"); vLLM's synthetic rejection sampling is the same idea.
+Engines ship the same benchmarking knob: vLLM's SpeculativeConfig(rejection_sample_method="synthetic",
+synthetic_acceptance_length=... | synthetic_acceptance_rates=[...]) (https://docs.vllm.ai/en/latest/api/vllm/
+config/speculative/; vllm-project/vllm#39359 argues for acceptance length as the input), MAX's
+``synthetic_acceptance_rate`` (https://docs.modular.com/max/api/python/generated/max.pipelines.SpeculativeConfig/),
+ATOM's ``--spec-decode-acceptance-length`` (https://rocm.docs.amd.com/projects/atom/en/latest/_sources/
+forced_acceptance_length.md: "never run an accuracy evaluation with it enabled") and llama.cpp's benchmark-only
+synthetic acceptance (ggml-org/llama.cpp#27711). Ours also draws SSD's cache hits (from a HitCurve).
 
 Per round the verifier runs its real forward and verification rule (same kernels, same host sync), then
 replaces the outcome: the accepted length k ~ AcceptanceModel.length_pmf(K), and in SSD the bonus token
