@@ -2,11 +2,11 @@
 simulator predicts from the profile fitted to the same machine's grid, plus the SSD / SD projection with the
 draft on a second GPU.
 
-Synthetic acceptance (issue 14: accepted lengths drawn from an AcceptanceModel, bonus tokens hitting the cache
-with a HitCurve's probabilities) is another change's executor mode. `synthetic_kwargs` is the hook: it returns
-the RunConfig keywords once RunConfig has a `synthetic_acceptance` field, and None before; without it the runs
-use random weights, whose acceptance is ~0 (timing only), and the predictions use the acceptance and hit rate
-each run measured.
+Synthetic acceptance (issue 14, saguaro_exec/engine/synthetic.py: accepted lengths drawn from the profile's
+AcceptanceModel, bonus tokens hitting the cache with its HitCurve's probabilities; timing only) is what the
+runs use: `synthetic_kwargs` returns the RunConfig keywords. Without that mode (an older executor) it returns
+None and the runs use random weights, whose acceptance is ~0 (timing only), and the predictions use the
+acceptance and hit rate each run measured.
 """
 
 from __future__ import annotations
@@ -19,22 +19,20 @@ from calibration import AcceptanceModel, HitCurve, Profile
 from calibration.shapes import ModelShape
 from saguaro_sim import SpecConfig, Workload, simulate
 
-SYNTHETIC_FIELD = "synthetic_acceptance"
+SYNTHETIC_FIELD = "synthetic"
 PROMPT_TOKENS = 128
 
 
-def synthetic_kwargs(profile: Profile) -> dict | None:
+def synthetic_kwargs(profile: Profile, seed: int = 0) -> dict | None:
     """RunConfig keywords for synthetic-acceptance timing with the profile's acceptance and hit curves, or None
-    while the executor has no such mode (RunConfig lacks a `synthetic_acceptance` field)."""
+    while the executor has no such mode (RunConfig lacks a `synthetic` field)."""
     import saguaro_exec
 
-    names = {f.name for f in dataclasses.fields(saguaro_exec.RunConfig)}
-    if SYNTHETIC_FIELD not in names:
+    if SYNTHETIC_FIELD not in {f.name for f in dataclasses.fields(saguaro_exec.RunConfig)}:
         return None
-    kw = {SYNTHETIC_FIELD: profile.acceptance}
-    if "synthetic_hits" in names:
-        kw["synthetic_hits"] = profile.hits
-    return kw
+    from saguaro_exec.engine.synthetic import SyntheticAcceptance
+
+    return {SYNTHETIC_FIELD: SyntheticAcceptance(profile.acceptance, profile.hits, seed, f"profile {profile.name}")}
 
 
 def as_measured(profile: Profile, k: int, tokens_per_round: float, hit_rate: float | None) -> Profile:

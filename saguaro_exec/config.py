@@ -13,6 +13,7 @@ from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hardware import HARDWARE, get_hardware
 from calibration.jsonio import load_toml, parse_json
 from saguaro_exec.devices import check_device, check_target_devices, device_index, is_cuda
+from saguaro_exec.engine.synthetic import as_synthetic, check_synthetic
 from saguaro_exec.faults import FALLBACKS, parse_fault
 from saguaro_exec.model.accel import check_accel
 from saguaro_exec.speculator.shm import supported as shm_supported
@@ -102,7 +103,10 @@ class RunConfig:
     over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
     NCCL on CUDA); None runs it on ``device`` alone. ``transport``: what carries the SSD messages, "shm" =
     shared memory on this host, "gloo" = a gloo group; "auto" = shm when target and draft run on the CPU
-    (Linux x86-64), else gloo."""
+    (Linux x86-64), else gloo. ``synthetic`` (engine/synthetic.py): timing-only mode,
+    the real forwards with accepted lengths and cache hits drawn from a SyntheticAcceptance (or a mean
+    acceptance length, or a profile name); never lossless. ``check_lossless`` (T = 0): every output is
+    compared with the target's own greedy decoding of the same batch, a difference fails the run."""
 
     spec: SpecConfig = field(default_factory=SpecConfig)
     target: object = None
@@ -127,6 +131,8 @@ class RunConfig:
     hardware: str | None = None   # hardware preset for the roofline fractions (None: detected on CUDA)
     cuda_graphs: str = "auto"     # CUDA graphs for the steps: auto (on exactly on CUDA) | on | off; accel.py
     attention: str = "auto"       # auto (flash-attn when it imports, CUDA, bf16/fp16) | sdpa | flash
+    synthetic: object = None      # SyntheticAcceptance | acceptance length | profile name: timing only
+    check_lossless: bool = False  # T = 0: outputs == the target's greedy decoding, else the run fails
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, SpecConfig):
@@ -170,6 +176,12 @@ class RunConfig:
                 raise ConfigError("hardware", f"expected a preset name, got {type(self.hardware).__name__}",
                                   ", ".join(HARDWARE))
             get_hardware(self.hardware)      # ConfigError("hardware", ...) names the known presets
+        if not isinstance(self.check_lossless, bool):
+            raise ConfigError("check_lossless", f"got {self.check_lossless!r}", "true | false")
+        if self.check_lossless and self.spec.temperature > 0:
+            raise ConfigError("check_lossless", "compares with greedy decoding", "spec.temperature = 0")
+        self.synthetic = as_synthetic(self.synthetic)
+        check_synthetic(self.synthetic, self.spec, self.ssd_protocol, self.inline_draft, self.check_lossless)
 
     @property
     def resolved_draft_device(self) -> str:

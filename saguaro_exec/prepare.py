@@ -21,7 +21,10 @@ def resolve_run(config: RunConfig) -> tuple[ResolvedSpec, str]:
     """The spec as this run executes it: saguaro_sim.resolve with config.profile (the planner's call, so
     what is planned is what runs), and a line saying which profile (the stated default when none is given)."""
     profile, resolved_with = run_profile(config.profile)
-    return resolve(config.spec, profile, protocol=config.ssd_protocol), resolved_with
+    protocol = config.ssd_protocol
+    if config.synthetic is not None and protocol == "auto":
+        protocol = "push"        # synthetic bonus tokens are chosen from the pushed cache rows (engine/synthetic.py)
+    return resolve(config.spec, profile, protocol=protocol), resolved_with
 
 
 @dataclass

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 
 import torch
 
@@ -19,13 +20,15 @@ from saguaro_exec.engine.rounds import BatchResult
 from saguaro_exec.engine.sd import run_sd
 from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.ssd import run_ssd
+from saguaro_exec.engine.synthetic import batch_outcomes, link_candidates
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.measure.achieved import achieved
 from saguaro_exec.measure.meta import run_meta
 from saguaro_exec.measure.report import RunReport, summarize
 from saguaro_exec.prepare import Prepared, prepare, resolve_run
 from saguaro_exec.sampling import batch_generator
-from saguaro_exec.speculator.links import DraftProcessError, InlineLink, ProcessLink, PushLink
+from saguaro_exec.speculator.inline import InlineLink
+from saguaro_exec.speculator.links import DraftProcessError, ProcessLink, PushLink
 from saguaro_exec.speculator.process import DraftArgs, load_source
 from saguaro_exec.speculator.transport import resolve_transport
 from saguaro_exec.speculator.worker import WorkerSpec
@@ -48,6 +51,8 @@ def run(config: RunConfig) -> RunReport:
             try:
                 for result in _MODES[config.spec.mode](config, p, dec, fb, meta):
                     results.append(result)
+                if config.check_lossless:
+                    check_lossless(config, p, results, dec)
             except ConfigError:
                 raise
             except Exception as e:
@@ -76,7 +81,8 @@ def _sd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, met
     for bi, batch in enumerate(p.batches):
         gens = (batch_generator(config.seed, bi, "target", config.device),
                 batch_generator(config.seed, bi, "draft", p.draft_device))
-        yield run_sd(p.target, draft, batch, dec, fb.drafting, gens, accel=(p.accel, p.daccel))
+        synth = batch_outcomes(config, bi, p.target.config.vocab_size, list(dec.eos_ids))
+        yield run_sd(p.target, draft, batch, dec, fb.drafting, gens, accel=(p.accel, p.daccel), synthetic=synth)
 
 
 def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
@@ -104,7 +110,8 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
                 continue
             gen = batch_generator(config.seed, bi, "target", config.device)
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
-            yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel)
+            synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and partial(link_candidates, link))
+            yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth)
 
 
 _MODES = {"ar": _ar_batches, "sd": _sd_batches, "ssd": _ssd_batches}
@@ -166,4 +173,14 @@ def _report(config: RunConfig, p: Prepared, results: list[BatchResult], meta: di
     meas = Measurements(meta={**meta, "faults": faults}, rounds=rounds, totals=totals)
     return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas, resolved=meta["resolved"],
                      events=[e for r in results for e in r.events], faults=faults,
-                     achieved=achieved(mode, k, rounds, meta), **s)
+                     achieved=achieved(mode, k, rounds, meta), synthetic=meta.get("synthetic"), **s)
+
+
+def check_lossless(config: RunConfig, p: Prepared, results: list[BatchResult], dec: Decoding) -> None:
+    """RunConfig.check_lossless: each batch's outputs equal the target's greedy AR decoding of it."""
+    for bi, (batch, result) in enumerate(zip(p.batches, results)):
+        ref = run_ar(p.target, batch, dec, batch_generator(config.seed, bi, "target", config.device), p.accel).tokens
+        for i, (got, want) in enumerate(zip(result.tokens, ref)):
+            if got != want:
+                n = next((j for j, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                raise RunError(f"not lossless: batch {bi} sequence {i} differs from greedy decoding at token {n}")

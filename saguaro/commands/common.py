@@ -99,6 +99,56 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
                                                       "acceptance": f"--acceptance-length {al:g} at k={k}"})
 
 
+def add_synthetic_args(g: argparse._ArgumentGroup) -> None:
+    """--synthetic-acceptance-length AL and --synthetic-profile NAME (executor timing-only mode)."""
+    g.add_argument("--synthetic-acceptance-length", type=number(), metavar="AL",
+                   help="TIMING ONLY (not lossless): real forwards, accepted lengths drawn with AL expected tokens "
+                        "per round at --k (1 < AL < K+1); SSD cache hits from --synthetic-profile's hit curve "
+                        f"(default {DEFAULT_PROFILE})")
+    g.add_argument("--synthetic-profile", metavar="NAME|PATH",
+                   help="TIMING ONLY (not lossless): accepted lengths and SSD cache hits drawn from this profile's "
+                        "acceptance model and hit curve (--synthetic-acceptance-length replaces the acceptance)")
+
+
+SYNTHETIC_FIELDS = {"synthetic": "--synthetic-profile", "synthetic.acceptance": "--synthetic-acceptance-length",
+                    "synthetic.hits": "--synthetic-profile", "synthetic.seed": "--seed"}
+
+
+def synthetic_flag(field: str, args: argparse.Namespace) -> str | None:
+    """The flag(s) a RunConfig error about ``synthetic`` names (None: not a synthetic field)."""
+    if field in SYNTHETIC_FIELDS:
+        return SYNTHETIC_FIELDS[field]
+    first, _, other = field.partition(" / ")
+    if first != "synthetic" or not other:
+        return None
+    used = "--synthetic-profile" if getattr(args, "synthetic_profile", None) else "--synthetic-acceptance-length"
+    return f"{used} / {flag(other)}"
+
+
+def synthetic_from_args(args: argparse.Namespace):
+    """The SyntheticAcceptance the flags ask for (None when neither is given); errors name the flag."""
+    from saguaro_exec.engine.synthetic import SyntheticAcceptance
+
+    al, name = getattr(args, "synthetic_acceptance_length", None), getattr(args, "synthetic_profile", None)
+    if al is None and name is None:
+        return None
+    try:
+        s = SyntheticAcceptance.from_profile(load_profile_name(name or DEFAULT_PROFILE), al, args.seed or 0)
+    except ConfigError as e:
+        raise ConfigError(SYNTHETIC_FIELDS.get(e.field, "--synthetic-profile"), e.problem, e.allowed) from None
+    if name is None:
+        return SyntheticAcceptance(s.acceptance, s.hits, s.seed,
+                                   f"--synthetic-acceptance-length {al:g}, hit curve of {DEFAULT_PROFILE}")
+    return s
+
+
+def load_profile_name(name: str) -> str:
+    """A --synthetic-profile value as load_preset reads it (a bare file name in this folder gets ./)."""
+    if os.path.exists(name) and not name.endswith(".json") and os.sep not in name:
+        return f".{os.sep}{name}"
+    return name
+
+
 def add_workload_args(p: argparse.ArgumentParser, sequences: int = 16, output: int = 512) -> None:
     """--num-sequences, --output-tokens, --prompt-tokens."""
     g = p.add_argument_group("workload")

@@ -11,6 +11,7 @@ from saguaro.commands.common import (
     StagedDir,
     add_output_args,
     add_spec_args,
+    add_synthetic_args,
     check_checkpoint_flags,
     flag,
     flag_errors,
@@ -18,12 +19,14 @@ from saguaro.commands.common import (
     number,
     print_json,
     spec_overrides,
+    synthetic_flag,
+    synthetic_from_args,
     table,
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
              "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol",
-             "transport")
+             "transport", "check_lossless")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -63,6 +66,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--transport", help="auto | shm | gloo: what carries the SSD messages; shm = shared memory on "
                                        "this host, gloo = a gloo group (default auto: shm when target and draft "
                                        "run on the CPU)")
+    r.add_argument("--check-lossless", action="store_true", default=None,
+                   help="at temperature 0, compare every output with the target's greedy decoding; fail on a "
+                        "difference")
+    add_synthetic_args(p.add_argument_group("synthetic acceptance (timing only, not lossless)"))
     add_output_args(p)
     return p
 
@@ -92,6 +99,9 @@ def config_from(args: argparse.Namespace):
         over["target_devices"] = [d.strip() for d in args.target_devices.split(",")]
         if is_device(over["target_devices"][0]):             # else RunConfig names the bad entry
             over.setdefault("device", over["target_devices"][0])
+    synthetic = synthetic_from_args(args)
+    if synthetic is not None:
+        over["synthetic"] = synthetic
     kept = {f.name: getattr(base, f.name) for f in fields(RunConfig)}
     if "prompts" in over:
         kept["prompt_file"] = None
@@ -101,6 +111,7 @@ def config_from(args: argparse.Namespace):
         return RunConfig(**{**kept, **over, "spec": spec})
     except ConfigError as e:
         field = "--prompt" if e.field == "prompts" and "prompts" in over else \
+            synthetic_flag(e.field, args) if synthetic is not None and synthetic_flag(e.field, args) else \
             flag(e.field) if e.field in over else f"{args.config}: {e.field}" if args.config else e.field
         raise ConfigError(field, e.problem, e.allowed) from None
 
@@ -133,6 +144,8 @@ def main(args: argparse.Namespace) -> int:
         print_json(doc)
         return 0
     print(f"spec: {config.spec.to_toml().strip().replace(chr(10), ', ')}")
+    if report.synthetic is not None:
+        print(f"TIMING ONLY: {report.synthetic['label']}, from {report.synthetic['source']}")
     s = report.summary()
     rows = [[k, s[k]] for k in ("tokens_per_s", "mean_tokens_per_round", "hit_rate", "wait_share",
                                 "ceiling_tokens_per_s", "wall_s", "tokens")]

@@ -76,9 +76,12 @@ def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, no
 
 def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], dec: Decoding, drafting: Drafting,
            gens: tuple[torch.Generator, torch.Generator],
-           accel: tuple[Accel | None, Accel | None] = (None, None), n_rank: int = 64) -> BatchResult:
-    """SD over a batch; ``gens``: the (target, draft) generators, ``accel``: their GPU fast paths."""
+           accel: tuple[Accel | None, Accel | None] = (None, None), n_rank: int = 64,
+           synthetic=None) -> BatchResult:
+    """SD over a batch; ``gens``: the (target, draft) generators, ``accel``: their GPU fast paths;
+    ``synthetic``: timing-only outcomes (engine/synthetic.py), None for the real rule."""
     ver = Verifier(target, prompts, drafting.k, dec.temperature, gens[0], dec.max_new, list(dec.eos_ids), accel[0])
+    ver.synthetic = synthetic
     dr = Drafter(draft, prompts, drafting.k, dec.temperature, drafting.sampler_c, gens[1], dec.max_new,
                  accel=accel[1])
     fan = torch.tensor(drafting.fanout, dtype=torch.long).expand(len(prompts), -1)

@@ -67,11 +67,13 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
 
 
 def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, k: int, gen: torch.Generator,
-            on_fault=None, accel=None) -> BatchResult:
+            on_fault=None, accel=None, synthetic=None) -> BatchResult:
     """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
     A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
-    finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py)."""
+    finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py).
+    ``synthetic``: timing-only outcomes whose bonus tokens come from the link's cache (engine/synthetic.py)."""
     ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel)
+    ver.synthetic = synthetic
     now = dec.now
     start_s = now()
     ver.prefill()
@@ -100,6 +102,8 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     except DraftFault as fault:
         if on_fault is None:
             raise
+        if synthetic is not None:
+            synthetic.lookup = None         # the cache went with the draft: SD's bonus rule from here
         fault_rounds = on_fault(ver, r, fault)
     rounds, events = _rows(log, replies, events)
     rounds += fault_rounds[0]

@@ -15,6 +15,8 @@ from saguaro_exec.sampling import target_probs, verify
 class Verifier:
     """Holds the target's cache for a batch; ``verify`` scores one K-token speculation per sequence."""
 
+    synthetic = None    # engine/synthetic.py SyntheticOutcomes: timing-only outcomes replace the rule's
+
     def __init__(self, model: Transformer, prompts: list[list[int]], k: int, temperature: float,
                  gen: torch.Generator, max_new: int, eos_ids: list[int], accel: Accel | None = None) -> None:
         self.k, self.temperature, self.gen = k, temperature, gen
@@ -46,8 +48,11 @@ class Verifier:
         logits = self.runner.tail_logits(chunks, self.n_valid, tokens.shape[1] + 1)
         p = logits if self.temperature <= 0 else target_probs(logits, self.temperature)
         dev = logits.device
-        return verify(p, None if q is None else to_device(q, dev), to_device(tokens, dev), self.temperature,
-                      self.gen)
+        out = verify(p, None if q is None else to_device(q, dev), to_device(tokens, dev), self.temperature,
+                     self.gen)
+        if self.synthetic is not None:         # the real rule ran (and is waited for); its outcome is replaced
+            return self.synthetic.outcome(toks, *to_host(*out))
+        return out
 
     def commit(self, toks: list[list[int]], acc: torch.Tensor, bonus: torch.Tensor, round_idx: int) -> None:
         """Append each live row's accepted tokens + bonus (host tensors) to the true sequences."""

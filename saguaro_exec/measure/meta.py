@@ -36,4 +36,6 @@ def run_meta(config: RunConfig, p: Prepared) -> dict:
             "torch": torch.__version__, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     if spec.mode == "ssd":
         meta["ssd_protocol"] = p.protocol
+    meta["lossless"] = config.synthetic is None       # False: synthetic acceptance, timing only
+    meta["synthetic"] = None if config.synthetic is None else config.synthetic.to_dict(spec.k)
     return meta

@@ -30,6 +30,7 @@ class RunReport:
     faults: list[dict] = field(default_factory=list)    # draft faults survived (faults.FaultRecord dicts)
     achieved: dict = field(default_factory=dict)  # {"target"|"draft": bytes/s, FLOP/s, roofline fractions}
     resolved: dict = field(default_factory=dict)  # saguaro_sim.resolve's ResolvedSpec the run executed
+    synthetic: dict | None = None   # synthetic acceptance (engine/synthetic.py): TIMING ONLY, not lossless
 
     def summary(self) -> dict:
         """The headline numbers as a flat dict (no per-round data)."""
@@ -38,7 +39,7 @@ class RunReport:
                 "hit_rate": self.hit_rate, "wait_share": self.wait_share,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "wall_s": self.wall_s,
                 "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults, "achieved": self.achieved,
-                "resolved": self.resolved}
+                "resolved": self.resolved, "lossless": self.synthetic is None, "synthetic": self.synthetic}
 
     def achieved_rows(self) -> list[list]:
         """Table rows: achieved GB/s and GFLOP/s per side, and their share of the device peak."""
@@ -69,7 +70,10 @@ class RunReport:
         """Chrome trace-event JSON of the real run (verifier and speculator tracks), simulator format."""
         from saguaro_sim.trace import chrome_trace
 
-        return chrome_trace(self.events, path, process_name=f"saguaro_exec {self.mode}")
+        name = f"saguaro_exec {self.mode}"
+        if self.synthetic is not None:
+            name += f" [{self.synthetic['label']}]"
+        return chrome_trace(self.events, path, process_name=name)
 
 
 def summarize(mode: str, k: int, rounds: list[dict], wall_s: float, tokens: list[list[int]],

@@ -1,5 +1,5 @@
-"""How the SSD verifier reaches its speculator: a real draft process (``ProcessLink``) or, for
-debugging, the same worker called inline in this process (``InlineLink``, no overlap)."""
+"""How the SSD verifier reaches its speculator: a real draft process (``ProcessLink``, ``PushLink``); the
+same worker called inline in this process, for debugging, is ``speculator.inline.InlineLink``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from datetime import timedelta
 import torch
 
 from saguaro_exec.faults import DraftFault, RunError
-from saguaro_exec.sampling import make_generator
 from saguaro_exec.spawn import ChildFailed, SupervisedContext, Supervisor
-from saguaro_exec.speculator.process import DraftArgs, load_source
+from saguaro_exec.speculator.process import DraftArgs
 from saguaro_exec.speculator.protocol import (
     TAG,
     TAG_CACHE,
@@ -28,7 +27,6 @@ from saguaro_exec.speculator.protocol import (
 from saguaro_exec.speculator.shm_group import ShmGroup
 from saguaro_exec.speculator.transport import open_channel
 from saguaro_exec.speculator.validate import check_cache, check_reply_head, check_reply_q
-from saguaro_exec.speculator.worker import DraftWorker
 
 
 class DraftProcessError(RunError):
@@ -210,7 +208,17 @@ class PushLink(ProcessLink):
         self._layout = CacheLayout.of(self.args.ws, self.vocab)      # every cache message of the run
         reply = super().start(bsz)
         self._post_cache()
+        self.from_backup = reply.from_backup.tolist()                 # of the speculation being verified
         return reply
+
+    def wait_cache(self) -> torch.Tensor:
+        """The cache message of the speculation being verified, waited for once (a gloo work waited for twice
+        blocks): by ``recv``, or earlier by the synthetic mode (engine/synthetic.py) before the outcome."""
+        self._arm()
+        if self._cache_work is not None:
+            self._wait_posted(self._cache_work)
+            self._cache_work = None
+        return self._cache
 
     def _post_cache(self) -> None:
         ws, layout = self.args.ws, self._layout
@@ -238,8 +246,7 @@ class PushLink(ProcessLink):
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
         layout, t_wait = self._layout, time.perf_counter() - self.args.t_start
-        self._arm()
-        self._wait_posted(self._cache_work)
+        self.wait_cache()
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
         seen = (t_wait, time.perf_counter() - self.args.t_start)      # the hand-off stamp: cache in hand
@@ -261,40 +268,6 @@ class PushLink(ProcessLink):
             reply = Reply(hit, rank, torch.zeros(len(miss), dtype=torch.bool), torch.tensor(toks), q, times)
         if not self._stop:
             self._post_cache()
+        self.from_backup = reply.from_backup.tolist()
         return reply
 
-
-class InlineLink:
-    """The same DraftWorker called synchronously in this process: build, then answer (no overlap)."""
-
-    def __init__(self, args: DraftArgs, vocab: int) -> None:
-        self.args, self.vocab = args, vocab
-        self.model = load_source(args.source, args.device, args.dtype)
-        self._batch = -1
-        self.pid = None
-
-    def __enter__(self) -> InlineLink:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def start(self, bsz: int) -> Reply:
-        self._batch += 1
-        a = self.args
-        gen = make_generator(a.seed + 7919 * (self._batch + 1), a.device)
-        self.worker = DraftWorker(self.model, a.batches[self._batch], a.ws, gen, a.t_start)
-        return self.worker.start()
-
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
-        self._outcome = (acc, bonus, done)
-
-    def recv(self) -> Reply:
-        self.worker.build()
-        return self.worker.answer(*self._outcome)
-
-    def close(self) -> None:
-        return None
-
-    def abort(self) -> None:
-        return None

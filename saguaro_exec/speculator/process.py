@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from saguaro_exec.faults import apply_fault, parse_fault
-from saguaro_exec.sampling import make_generator
+from saguaro_exec.sampling import batch_generator
 from saguaro_exec.spawn import ARGS, join, report
 from saguaro_exec.speculator.protocol import (
     TAG,
@@ -75,7 +75,7 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     fault, n_sent, vocab = parse_fault(args.fault), 0, model.config.vocab_size
     serve_batch = _serve_push if args.protocol == "push" else _serve_reply
     for bi, prompts in enumerate(args.batches):
-        gen = make_generator(args.seed + 7919 * (bi + 1), args.device)
+        gen = batch_generator(args.seed, bi, "draft", args.device)
         worker = DraftWorker(model, prompts, args.ws, gen, args.t_start)
         pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
         outcome = torch.zeros(len(prompts), 4, dtype=torch.long)

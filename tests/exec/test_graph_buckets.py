@@ -25,7 +25,7 @@ from saguaro_exec.model.graphs import bucket_batch, bucket_capacity, bucket_slot
 from saguaro_exec.model.transfer import to_device, to_host
 from saguaro_exec.sampling import make_generator
 from saguaro_exec.speculator.cache import fork, fork_width
-from saguaro_exec.speculator.links import InlineLink
+from saguaro_exec.speculator.inline import InlineLink
 from saguaro_exec.speculator.process import DraftArgs
 from saguaro_exec.speculator.worker import WorkerSpec
 from saguaro_sim import SpecConfig

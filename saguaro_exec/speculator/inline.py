@@ -1,0 +1,50 @@
+"""The SSD speculator called synchronously in this process (debugging, the synthetic mode's inline runs):
+the same DraftWorker as the draft process, built then answered each round, so there is no overlap."""
+
+from __future__ import annotations
+
+import torch
+
+from saguaro_exec.sampling import batch_generator
+from saguaro_exec.speculator.process import DraftArgs, load_source
+from saguaro_exec.speculator.protocol import Reply
+from saguaro_exec.speculator.worker import DraftWorker
+
+
+class InlineLink:
+    """The same DraftWorker called synchronously in this process: build, then answer (no overlap)."""
+
+    def __init__(self, args: DraftArgs, vocab: int) -> None:
+        self.args, self.vocab = args, vocab
+        self.model = load_source(args.source, args.device, args.dtype)
+        self._batch = -1
+        self.pid = None
+        self.built = False
+
+    def __enter__(self) -> InlineLink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def start(self, bsz: int) -> Reply:
+        self._batch += 1
+        a = self.args
+        gen = batch_generator(a.seed, self._batch, "draft", a.device)
+        self.worker = DraftWorker(self.model, a.batches[self._batch], a.ws, gen, a.t_start)
+        return self.worker.start()
+
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
+        self._outcome = (acc, bonus, done)
+
+    def recv(self) -> Reply:
+        if not self.built:                  # the synthetic mode builds before the outcome (engine/synthetic.py)
+            self.worker.build()
+        self.built = False
+        return self.worker.answer(*self._outcome)
+
+    def close(self) -> None:
+        return None
+
+    def abort(self) -> None:
+        return None
