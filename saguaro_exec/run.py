@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -12,7 +13,7 @@ import torch
 
 from calibration.errors import ConfigError
 from calibration.measurements import Measurements
-from saguaro_exec.config import RunConfig
+from saguaro_exec.config import RunConfig, check_prompt_ids
 from saguaro_exec.engine.ar import run_ar
 from saguaro_exec.engine.fallback import Fallback
 from saguaro_exec.engine.rounds import BatchResult
@@ -21,6 +22,7 @@ from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.ssd import run_ssd
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.measure.achieved import achieved
+from saguaro_exec.measure.load import request_metrics, schedule
 from saguaro_exec.measure.meta import run_meta
 from saguaro_exec.measure.report import RunReport, summarize
 from saguaro_exec.prepare import Prepared, prepare, resolve_run
@@ -52,7 +54,8 @@ def run(config: RunConfig) -> RunReport:
                 raise
             except Exception as e:
                 partial = _report(config, p, results, meta, fb) if results else None
-                raise _run_error(e, len(results), len(p.batches), fb, partial) from e
+                n_batches = len(p.batches) if config.spec.mode == "ssd" else 1     # AR/SD: one refilled queue
+                raise _run_error(e, len(results), n_batches, fb, partial) from e
             finally:
                 meta["graph_captures"] = p.accel.captures + p.daccel.captures   # this process's only
         return _report(config, p, results, meta, fb)
@@ -66,17 +69,31 @@ def _fallback(config: RunConfig, p: Prepared, t_start: float) -> Fallback:
                     p.draft_device, t_start)
 
 
+def _queue(config: RunConfig, p: Prepared, dec: Decoding) -> tuple[Decoding, dict]:
+    """The run's queue of requests for AR / SD: every prompt at t = 0, or as ``config.arrivals`` has them
+    arrive (a trace gives its own prompt and output lengths); the Decoding sized to the longest output."""
+    if config.arrivals is None:
+        return dec, {"width": config.spec.batch_size}
+    prompts, times, out_lens = schedule(config.arrivals, p.ids, config.max_new_tokens)
+    check_prompt_ids(prompts, p.target.config.vocab_size, p.target.config.max_position_embeddings)
+    if out_lens is not None:
+        dec = dataclasses.replace(dec, max_new=max(out_lens))
+    return dec, {"width": config.spec.batch_size, "arrivals": times, "out_lens": out_lens, "prompts": prompts}
+
+
 def _ar_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
-    for bi, batch in enumerate(p.batches):
-        yield run_ar(p.target, batch, dec, batch_generator(config.seed, bi, "target", config.device), p.accel)
+    """Every prompt as one queue through spec.batch_size rows, finished rows refilled (continuous batching)."""
+    gen = batch_generator(config.seed, 0, "target", config.device)
+    dec, q = _queue(config, p, dec)
+    yield run_ar(p.target, q.pop("prompts", p.ids), dec, gen, p.accel, **q)
 
 
 def _sd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
     draft = load_source(p.draft_src, p.draft_device, config.dtype)
-    for bi, batch in enumerate(p.batches):
-        gens = (batch_generator(config.seed, bi, "target", config.device),
-                batch_generator(config.seed, bi, "draft", p.draft_device))
-        yield run_sd(p.target, draft, batch, dec, fb.drafting, gens, accel=(p.accel, p.daccel))
+    gens = (batch_generator(config.seed, 0, "target", config.device),
+            batch_generator(config.seed, 0, "draft", p.draft_device))
+    dec, q = _queue(config, p, dec)
+    yield run_sd(p.target, draft, q.pop("prompts", p.ids), dec, fb.drafting, gens, accel=(p.accel, p.daccel), **q)
 
 
 def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
@@ -153,7 +170,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def _report(config: RunConfig, p: Prepared, results: list[BatchResult], meta: dict, fb: Fallback) -> RunReport:
     mode, k, tok = config.spec.mode, config.spec.k, p.tokenizer
     tokens = [t for r in results for t in r.tokens]
-    per_seq = [s for r in results for s in r.finish_s]
+    per_seq = [f - a for r in results for f, a in zip(r.finish_s, r.admit_s or [0.0] * len(r.finish_s))]
+    on_clock = [[r.start_s + t for r in results for t in getattr(r, name)] for name in ("arrival_s", "first_s", "finish_s")]
+    load = request_metrics(*on_clock, [len(t) for t in tokens])
     rounds = []
     for bi, r in enumerate(results):
         rounds += [{**row, "batch_index": bi} for row in r.rounds]
@@ -166,4 +185,5 @@ def _report(config: RunConfig, p: Prepared, results: list[BatchResult], meta: di
     meas = Measurements(meta={**meta, "faults": faults}, rounds=rounds, totals=totals)
     return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas, resolved=meta["resolved"],
                      events=[e for r in results for e in r.events], faults=faults,
-                     achieved=achieved(mode, k, rounds, meta), **s)
+                     achieved=achieved(mode, k, rounds, meta), **s, **load,
+                     offered_qps=None if config.arrivals is None else config.arrivals.qps)

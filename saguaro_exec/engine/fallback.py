@@ -59,8 +59,7 @@ class Fallback:
     def finish(self, ver: Verifier, batch: int, r0: int) -> tuple[list[dict], list[dict]]:
         """Continue ``ver`` to the end with the configured backup."""
         if self.how == "ar":
-            return ar_rounds(ver.runner, ver.state, ver.n_valid, ver.temperature, ver.gen, r0, self.now,
-                             fallback="ar")
+            return ar_rounds(ver, r0, self.now, fallback="ar")
         gen = batch_generator(self.seed, batch, "fallback", self.device)
         return finish_by_sd(ver, self.draft(), self.drafting, self.max_new, gen, r0, self.now)
 

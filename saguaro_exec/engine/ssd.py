@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from saguaro_exec.engine.rounds import BatchResult, event, finish_times, new_round
+from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
 from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
@@ -34,7 +34,7 @@ def _draft_events(reply: Reply, r: int) -> list[dict]:
 
 def _fill_outcome(row: dict, reply: Reply) -> None:
     """The reply to round r's outcome says whether it hit the cache built during round r."""
-    live = row["seq"]
+    live = row["slot"]
     row["hit"] = [bool(reply.hit[b]) for b in live]
     row["bonus_rank"] = [int(reply.rank[b]) for b in live]
     for name in DRAFT_PHASES:
@@ -106,4 +106,4 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     events += fault_rounds[1]
     end = now()
     return BatchResult(ver.state.outputs(), rounds, events, start_s, end - start_s,
-                       finish_times(ver.state.finish_round, rounds, start_s))
+                       **request_times(ver.state, rounds, start_s))
