@@ -36,6 +36,9 @@ class Arrivals:
         check_number("arrivals.seed", self.seed, 0, 2**62, integer=True)
         if self.trace is not None and not isinstance(self.trace, str | os.PathLike):
             raise ConfigError("arrivals.trace", f"expected a path, got {type(self.trace).__name__}", "a JSONL file")
+        if self.trace is not None and not os.path.isfile(self.trace):
+            raise ConfigError("arrivals.trace", f"trace file {os.fspath(self.trace)!r} not found",
+                              "a JSONL file of {arrival_s, prompt_tokens, output_tokens} objects")
 
     @classmethod
     def of(cls, value: object) -> Arrivals | None:
@@ -71,11 +74,13 @@ def schedule(arrivals: Arrivals, ids: list[list[int]], max_new: int
 def request_metrics(arrival_s: list[float], first_s: list[float], finish_s: list[float],
                     out_tokens: list[int]) -> dict:
     """TTFT / TPOT / latency summaries (seconds: p50, p90, p99, mean), throughput (output tokens / s) and
-    request throughput, from per-request times on one clock."""
+    request throughput, from per-request times on one clock; ``per_request`` lists them (arrivals from the first; None: no TPOT)."""
     from saguaro_sim.load.metrics import summary  # the simulator's own, imported late (simpy)
     arr, first, fin = np.asarray(arrival_s, float), np.asarray(first_s, float), np.asarray(finish_s, float)
     out = np.asarray(out_tokens, float)
     tpot = np.where(out > 1, (fin - first) / np.maximum(out - 1, 1), np.nan)
     span = max(float(fin.max() - arr.min()), 1e-12) if len(arr) else 1e-12
     return {"ttft_s": summary(first - arr), "tpot_s": summary(tpot), "latency_s": summary(fin - arr),
-            "throughput": float(out.sum()) / span, "request_throughput": len(arr) / span}
+            "throughput": float(out.sum()) / span, "request_throughput": len(arr) / span,
+            "per_request": {"arrival_s": (arr - arr.min()).tolist(), "ttft_s": (first - arr).tolist(), "tpot_s": [None if math.isnan(x) else x for x in tpot.tolist()],
+                            "latency_s": (fin - arr).tolist()}}

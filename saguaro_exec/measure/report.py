@@ -37,6 +37,7 @@ class RunReport:
     throughput: float = 0.0               # output tokens / s from the first arrival to the last finish
     request_throughput: float = 0.0       # requests / s, the same span
     offered_qps: float | None = None      # the load mode's arrival rate (None: all at t = 0 or a trace)
+    per_request: dict = field(default_factory=dict, repr=False)   # lists: arrival_s, ttft_s, tpot_s, latency_s
 
     def summary(self) -> dict:
         """The headline numbers as a flat dict (no per-round data)."""
@@ -69,6 +70,7 @@ class RunReport:
 
     def to_dict(self) -> dict:
         return {**self.summary(), "tokens_per_s_per_seq": self.tokens_per_s_per_seq, "texts": self.texts,
+                "per_request": self.per_request,
                 "token_ids": self.token_ids, "measurements": self.measurements.to_dict()}
 
     def to_json(self, path: str | os.PathLike) -> None:
