@@ -87,8 +87,8 @@ def check_vocab(target_vocab: int, draft_vocab: int) -> None:
 @dataclass
 class RunConfig:
     """A real run: ``spec`` decides AR/SD/SSD; models default to the shipped tiny pair, prompts to the
-    built-in set; AR and SD take the prompts as one queue through ``spec.batch_size`` rows, a finished row
-    taking the next prompt (continuous batching), SSD runs them in batches of ``spec.batch_size``. ``threads``: torch intra-op threads per
+    built-in set; the prompts are one queue through ``spec.batch_size`` rows, a finished row taking the next
+    prompt (continuous batching, engine/refill.py). ``threads``: torch intra-op threads per
     process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap.
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
     ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
@@ -171,6 +171,7 @@ class RunConfig:
             raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
         self.arrivals = Arrivals.of(self.arrivals)
         if self.arrivals is not None and self.spec.mode == "ssd":
+            # SSD's draft refills rows by a rule on the outcome's done flags, blind to the verifier's clock
             raise ConfigError("arrivals", "load mode runs AR and SD so far", "mode = \"ar\" | \"sd\"")
         if self.hardware is not None:
             if not isinstance(self.hardware, str):

@@ -54,8 +54,7 @@ def run(config: RunConfig) -> RunReport:
                 raise
             except Exception as e:
                 partial = _report(config, p, results, meta, fb) if results else None
-                n_batches = len(p.batches) if config.spec.mode == "ssd" else 1     # AR/SD: one refilled queue
-                raise _run_error(e, len(results), n_batches, fb, partial) from e
+                raise _run_error(e, len(results), 1, fb, partial) from e      # one refilled queue
             finally:
                 meta["graph_captures"] = p.accel.captures + p.daccel.captures   # this process's only
         return _report(config, p, results, meta, fb)
@@ -102,9 +101,10 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
     spec = config.spec
     ws = WorkerSpec(k=spec.k, fanout=p.fanout, fanout_miss=p.fanout_miss, sampler_c=spec.sampler_c, backup=p.backup,
                     temperature=spec.temperature, max_new=config.max_new_tokens, accel=p.daccel)
-    args = DraftArgs(source=p.draft_src, device=p.draft_device, dtype=config.dtype, batches=p.batches, ws=ws,
+    queue, width = [p.ids], min(spec.batch_size, len(p.ids))   # one queue, refilled rows (both sides)
+    args = DraftArgs(source=p.draft_src, device=p.draft_device, dtype=config.dtype, batches=queue, ws=ws,
                      seed=config.seed, t_start=dec.t_start, threads=p.threads, timeout_s=config.timeout_s,
-                     fault=config.inject_fault)
+                     fault=config.inject_fault, width=width)
     args.protocol = p.protocol
     args.transport = meta["transport"] = "inline" if config.inline_draft else \
         resolve_transport(config.transport, [*config.resolved_target_devices, p.draft_device])
@@ -115,13 +115,13 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
         link = (PushLink if p.protocol == "push" else ProcessLink)(args, vocab, reply_timeout_s=config.draft_timeout_s)
     with link:
         meta["draft_pid"] = link.pid
-        for bi, batch in enumerate(p.batches):
+        for bi, batch in enumerate(queue):
             if fb.faults:                       # the draft process is gone: the rest in-process
-                yield fb.run_batch(p.target, batch, bi, dec, config.device, (p.accel, p.daccel))
+                yield fb.run_batch(p.target, batch, bi, dec, config.device, (p.accel, p.daccel), width=width)
                 continue
             gen = batch_generator(config.seed, bi, "target", config.device)
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
-            yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel)
+            yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, width=width)
 
 
 _MODES = {"ar": _ar_batches, "sd": _sd_batches, "ssd": _ssd_batches}

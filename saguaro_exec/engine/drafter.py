@@ -44,9 +44,17 @@ class Drafter:
         self.done = remap(self.done, moves, w, n, False)
         self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, w, n, 0), dtype=torch.long)
         for b in admitted:
-            self.seqs[b], self.done[b] = list(self.state.slots[b].tokens), False
-            self.runner.prefill_row(b, self.seqs[b][:-1])
-            self.n_valid[b] = len(self.seqs[b]) - 1
+            self.restart_row(b, self.state.slots[b].tokens)
+
+    def restart_row(self, b: int, prompt: list[int]) -> None:
+        """Row ``b`` (an existing row, or the next new one) starts ``prompt``: cached but its last token."""
+        if b == len(self.seqs):
+            self.seqs.append([])
+            self.done.append(False)
+            self.n_valid = torch.cat([self.n_valid, torch.zeros(1, dtype=torch.long)])
+        self.seqs[b], self.done[b] = list(prompt), False
+        self.runner.prefill_row(b, self.seqs[b][:-1])
+        self.n_valid[b] = len(self.seqs[b]) - 1
 
     @property
     def lengths(self) -> torch.Tensor:

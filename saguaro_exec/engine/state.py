@@ -57,6 +57,12 @@ class Sequence:
         return self.tokens[self.prompt_len:][: self.max_new]
 
 
+def refill_rows(done: list[bool], left: int) -> list[int]:
+    """The rule both sides of SSD apply without a message: finished rows, in row order, take the next
+    ``left`` prompts of the queue (what ``BatchState.refill`` does in place when every request has arrived)."""
+    return [b for b, d in enumerate(done) if d][:max(0, left)]
+
+
 class BatchState:
     """The slots of one batch; slot b holds the Sequence whose K/V sit in cache row b. ``requests`` are all
     of the batch's Sequences in queue order; ``width`` (None: one slot per prompt, all filled now) caps the

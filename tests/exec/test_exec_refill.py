@@ -115,3 +115,20 @@ def test_refill_keeps_other_rows_context_in_the_cache():
     cm.prefill_row(1, [9, 9, 9, 9])
     assert torch.equal(cm.cache.k[:, 0], k0[:, 0]) and torch.equal(cm.cache.k[:, 2], k0[:, 2])
     assert not torch.equal(cm.cache.k[:, 1, :, :4], k0[:, 1, :, :4])
+
+
+@pytest.mark.parametrize("protocol,backup,inline", [("reply", "neural", False), ("push", "fast", False),
+                                                    ("push", "neural", False), ("reply", "fast", True)])
+def test_ssd_refill_matches_greedy(protocol, backup, inline):
+    """SSD refills rows on both sides by the same rule (the draft from the outcome's done flags): a
+    refilled row's first speculation is the backup's, and every output is the target's greedy one."""
+    spec = SpecConfig(mode="ssd", k=3, batch_size=3, fanout=(2, 1, 1, 1), backup=backup)
+    rep = run(RunConfig(spec=spec, target=TARGET, draft=DRAFT, prompts=PROMPTS, max_new_tokens=12,
+                        inline_draft=inline, ssd_protocol=protocol))
+    assert rep.token_ids == [plain_greedy(TARGET, p, 12) for p in PROMPTS]
+    rows = rep.measurements.rounds
+    assert len({i for r in rows for i in r["seq"]}) == len(PROMPTS)
+    refilled = [(r, i) for r in rows for i in r.get("refill", [])]
+    assert len(refilled) == len(PROMPTS) - 3
+    for r, i in refilled:                                  # the admitted request's first round: a backup
+        assert r["from_backup"][r["seq"].index(i)]
