@@ -31,7 +31,7 @@ class Arrivals:
     def __post_init__(self) -> None:
         if self.qps is None and self.trace is None:
             raise ConfigError("arrivals", "needs qps or trace", "qps > 0 (inf: all at once) and/or a trace file")
-        if self.qps is not None:
+        if self.qps is not None and self.qps != math.inf:          # inf: every request at t = 0
             check_number("arrivals.qps", self.qps, 0.0, lo_open=True)
         check_number("arrivals.seed", self.seed, 0, 2**62, integer=True)
         if self.trace is not None and not isinstance(self.trace, str | os.PathLike):
@@ -58,6 +58,8 @@ def schedule(arrivals: Arrivals, ids: list[list[int]], max_new: int
     """(request prompts, arrival times from the first, per-request max new tokens or None) for ``ids``."""
     from saguaro_sim.load.stream import RequestStream, load_trace, poisson_stream
 
+    if arrivals.trace is None and arrivals.qps == math.inf:
+        return ids, [0.0] * len(ids), None
     if arrivals.trace is None:
         s = poisson_stream(arrivals.qps, len(ids), 1, max_new, arrivals.seed)
         return ids, [float(a) for a in s.arrival_s], None
