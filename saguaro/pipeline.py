@@ -102,7 +102,7 @@ def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int,
     from saguaro_sim.simulate import simulate
 
     res = simulate(profile, spec, workload, seed=seed, trace=trace, protocol=protocol_for(spec, profile),
-                   batching="fixed")     # the executor runs fixed batches (finished rows ride along)
+                   batching="continuous")     # the executor refills finished rows from its queue
     return {"tokens_per_s": res.throughput, "tokens_per_s_per_seq": res.tokens_per_s_per_seq,
             "hit_rate": res.hit_rate if spec.mode == "ssd" else None, "tokens_per_round": res.tokens_per_round}, res
 

@@ -15,6 +15,7 @@ from calibration.jsonio import load_toml, parse_json
 from saguaro_exec.devices import check_device, check_target_devices, device_index, is_cuda
 from saguaro_exec.engine.synthetic import as_synthetic, check_synthetic
 from saguaro_exec.faults import FALLBACKS, parse_fault
+from saguaro_exec.measure.load import Arrivals
 from saguaro_exec.model.accel import check_accel
 from saguaro_exec.speculator.shm import supported as shm_supported
 from saguaro_sim.config import SpecConfig
@@ -87,7 +88,8 @@ def check_vocab(target_vocab: int, draft_vocab: int) -> None:
 @dataclass
 class RunConfig:
     """A real run: ``spec`` decides AR/SD/SSD; models default to the shipped tiny pair, prompts to the
-    built-in set; prompts run in batches of ``spec.batch_size``. ``threads``: torch intra-op threads per
+    built-in set; the prompts are one queue through ``spec.batch_size`` rows, a finished row taking the next
+    prompt (continuous batching, engine/refill.py). ``threads``: torch intra-op threads per
     process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap.
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
     ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
@@ -99,7 +101,8 @@ class RunConfig:
     the spec's open choices (fan-outs, backup "auto", protocol "auto") are settled by saguaro_sim.resolve with
     this profile, the planner's call; None = the shipped cpu-tinypair preset (meta says which). ``hardware``: a
     calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
-    detected from the CUDA device name; on CPU none, peak unknown). ``target_devices``: the target split
+    detected from the CUDA device name; on CPU none, peak unknown). ``arrivals`` (load mode, AR and SD): requests
+    arrive on the wall clock (Poisson or a trace, measure/load.py) and idle rows wait for them. ``target_devices``: the target split
     over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
     NCCL on CUDA); None runs it on ``device`` alone. ``transport``: what carries the SSD messages, "shm" =
     shared memory on this host, "gloo" = a gloo group; "auto" = shm when target and draft run on the CPU
@@ -133,6 +136,7 @@ class RunConfig:
     attention: str = "auto"       # auto (flash-attn when it imports, CUDA, bf16/fp16) | sdpa | flash
     synthetic: object = None      # SyntheticAcceptance | acceptance length | profile name: timing only
     check_lossless: bool = False  # T = 0: outputs == the target's greedy decoding, else the run fails
+    arrivals: object = None       # load mode: measure/load.py Arrivals (or its dict); None = all at t = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, SpecConfig):
@@ -171,6 +175,10 @@ class RunConfig:
         check_choice("fallback", self.fallback, FALLBACKS)
         if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
             raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
+        self.arrivals = Arrivals.of(self.arrivals)
+        if self.arrivals is not None and self.spec.mode == "ssd":
+            # SSD's draft refills rows by a rule on the outcome's done flags, blind to the verifier's clock
+            raise ConfigError("arrivals", "load mode runs AR and SD so far", "mode = \"ar\" | \"sd\"")
         if self.hardware is not None:
             if not isinstance(self.hardware, str):
                 raise ConfigError("hardware", f"expected a preset name, got {type(self.hardware).__name__}",
@@ -246,6 +254,9 @@ class RunConfig:
                 continue                                  # a preset name, not a path
             if isinstance(data.get(key), str) and not os.path.isabs(data[key]):
                 data[key] = str(base / data[key])
+        arr = data.get("arrivals")
+        if isinstance(arr, dict) and isinstance(arr.get("trace"), str) and not os.path.isabs(arr["trace"]):
+            data["arrivals"] = {**arr, "trace": str(base / arr["trace"])}
         try:
             return cls(**data)
         except ConfigError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -13,7 +14,7 @@ import torch
 
 from calibration.errors import ConfigError
 from calibration.measurements import Measurements
-from saguaro_exec.config import RunConfig
+from saguaro_exec.config import RunConfig, check_prompt_ids
 from saguaro_exec.engine.ar import run_ar
 from saguaro_exec.engine.fallback import Fallback
 from saguaro_exec.engine.rounds import BatchResult
@@ -23,6 +24,7 @@ from saguaro_exec.engine.ssd import run_ssd
 from saguaro_exec.engine.synthetic import batch_outcomes, link_candidates
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.measure.achieved import achieved
+from saguaro_exec.measure.load import request_metrics, schedule
 from saguaro_exec.measure.meta import run_meta
 from saguaro_exec.measure.report import RunReport, summarize
 from saguaro_exec.prepare import Prepared, prepare, resolve_run
@@ -57,7 +59,7 @@ def run(config: RunConfig) -> RunReport:
                 raise
             except Exception as e:
                 partial = _report(config, p, results, meta, fb) if results else None
-                raise _run_error(e, len(results), len(p.batches), fb, partial) from e
+                raise _run_error(e, len(results), 1, fb, partial) from e      # one refilled queue
             finally:
                 meta["graph_captures"] = p.accel.captures + p.daccel.captures   # this process's only
         return _report(config, p, results, meta, fb)
@@ -71,18 +73,33 @@ def _fallback(config: RunConfig, p: Prepared, t_start: float) -> Fallback:
                     p.draft_device, t_start)
 
 
+def _queue(config: RunConfig, p: Prepared, dec: Decoding) -> tuple[Decoding, dict]:
+    """The run's queue of requests for AR / SD: every prompt at t = 0, or as ``config.arrivals`` has them
+    arrive (a trace gives its own prompt and output lengths); the Decoding sized to the longest output."""
+    if config.arrivals is None:
+        return dec, {"width": config.spec.batch_size}
+    prompts, times, out_lens = schedule(config.arrivals, p.ids, config.max_new_tokens)
+    check_prompt_ids(prompts, p.target.config.vocab_size, p.target.config.max_position_embeddings)
+    if out_lens is not None:
+        dec = dataclasses.replace(dec, max_new=max(out_lens))
+    return dec, {"width": config.spec.batch_size, "arrivals": times, "out_lens": out_lens, "prompts": prompts}
+
+
 def _ar_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
-    for bi, batch in enumerate(p.batches):
-        yield run_ar(p.target, batch, dec, batch_generator(config.seed, bi, "target", config.device), p.accel)
+    """Every prompt as one queue through spec.batch_size rows, finished rows refilled (continuous batching)."""
+    gen = batch_generator(config.seed, 0, "target", config.device)
+    dec, q = _queue(config, p, dec)
+    yield run_ar(p.target, q.pop("prompts", p.ids), dec, gen, p.accel, **q)
 
 
 def _sd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
     draft = load_source(p.draft_src, p.draft_device, config.dtype)
-    for bi, batch in enumerate(p.batches):
-        gens = (batch_generator(config.seed, bi, "target", config.device),
-                batch_generator(config.seed, bi, "draft", p.draft_device))
-        synth = batch_outcomes(config, bi, p.target.config.vocab_size, list(dec.eos_ids))
-        yield run_sd(p.target, draft, batch, dec, fb.drafting, gens, accel=(p.accel, p.daccel), synthetic=synth)
+    gens = (batch_generator(config.seed, 0, "target", config.device),
+            batch_generator(config.seed, 0, "draft", p.draft_device))
+    dec, q = _queue(config, p, dec)
+    synth = batch_outcomes(config, 0, p.target.config.vocab_size, list(dec.eos_ids))
+    yield run_sd(p.target, draft, q.pop("prompts", p.ids), dec, fb.drafting, gens, accel=(p.accel, p.daccel),
+                 synthetic=synth, **q)
 
 
 def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
@@ -91,9 +108,10 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
     spec = config.spec
     ws = WorkerSpec(k=spec.k, fanout=p.fanout, fanout_miss=p.fanout_miss, sampler_c=spec.sampler_c, backup=p.backup,
                     temperature=spec.temperature, max_new=config.max_new_tokens, accel=p.daccel)
-    args = DraftArgs(source=p.draft_src, device=p.draft_device, dtype=config.dtype, batches=p.batches, ws=ws,
+    queue, width = [p.ids], min(spec.batch_size, len(p.ids))   # one queue, refilled rows (both sides)
+    args = DraftArgs(source=p.draft_src, device=p.draft_device, dtype=config.dtype, batches=queue, ws=ws,
                      seed=config.seed, t_start=dec.t_start, threads=p.threads, timeout_s=config.timeout_s,
-                     fault=config.inject_fault)
+                     fault=config.inject_fault, width=width)
     args.protocol = p.protocol
     args.transport = meta["transport"] = "inline" if config.inline_draft else \
         resolve_transport(config.transport, [*config.resolved_target_devices, p.draft_device])
@@ -104,14 +122,15 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
         link = (PushLink if p.protocol == "push" else ProcessLink)(args, vocab, reply_timeout_s=config.draft_timeout_s)
     with link:
         meta["draft_pid"] = link.pid
-        for bi, batch in enumerate(p.batches):
+        for bi, batch in enumerate(queue):
             if fb.faults:                       # the draft process is gone: the rest in-process
-                yield fb.run_batch(p.target, batch, bi, dec, config.device, (p.accel, p.daccel))
+                yield fb.run_batch(p.target, batch, bi, dec, config.device, (p.accel, p.daccel), width=width)
                 continue
             gen = batch_generator(config.seed, bi, "target", config.device)
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
             synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and partial(link_candidates, link))
-            yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth)
+            yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth,
+                          width=width)
 
 
 _MODES = {"ar": _ar_batches, "sd": _sd_batches, "ssd": _ssd_batches}
@@ -160,7 +179,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def _report(config: RunConfig, p: Prepared, results: list[BatchResult], meta: dict, fb: Fallback) -> RunReport:
     mode, k, tok = config.spec.mode, config.spec.k, p.tokenizer
     tokens = [t for r in results for t in r.tokens]
-    per_seq = [s for r in results for s in r.finish_s]
+    per_seq = [f - a for r in results for f, a in zip(r.finish_s, r.admit_s or [0.0] * len(r.finish_s))]
+    on_clock = [[r.start_s + t for r in results for t in getattr(r, name)] for name in ("arrival_s", "first_s", "finish_s")]
+    load = request_metrics(*on_clock, [len(t) for t in tokens])
     rounds = []
     for bi, r in enumerate(results):
         rounds += [{**row, "batch_index": bi} for row in r.rounds]
@@ -173,14 +194,19 @@ def _report(config: RunConfig, p: Prepared, results: list[BatchResult], meta: di
     meas = Measurements(meta={**meta, "faults": faults}, rounds=rounds, totals=totals)
     return RunReport(mode=mode, texts=texts, token_ids=tokens, wall_s=wall, measurements=meas, resolved=meta["resolved"],
                      events=[e for r in results for e in r.events], faults=faults,
-                     achieved=achieved(mode, k, rounds, meta), synthetic=meta.get("synthetic"), **s)
+                     achieved=achieved(mode, k, rounds, meta), synthetic=meta.get("synthetic"), **s, **load,
+                     offered_qps=None if config.arrivals is None else config.arrivals.qps)
 
 
 def check_lossless(config: RunConfig, p: Prepared, results: list[BatchResult], dec: Decoding) -> None:
-    """RunConfig.check_lossless: each batch's outputs equal the target's greedy AR decoding of it."""
-    for bi, (batch, result) in enumerate(zip(p.batches, results)):
-        ref = run_ar(p.target, batch, dec, batch_generator(config.seed, bi, "target", config.device), p.accel).tokens
-        for i, (got, want) in enumerate(zip(result.tokens, ref)):
-            if got != want:
-                n = next((j for j, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-                raise RunError(f"not lossless: batch {bi} sequence {i} differs from greedy decoding at token {n}")
+    """RunConfig.check_lossless: every request's output equals the target's greedy AR decoding of it (the same
+    requests through the same refilled rows, arrivals ignored: greedy output does not depend on timing)."""
+    dec, q = _queue(config, p, dec)
+    prompts = q.pop("prompts", p.ids)
+    q.pop("arrivals", None)
+    ref = run_ar(p.target, prompts, dec, batch_generator(config.seed, 0, "target", config.device), p.accel, **q).tokens
+    got = [t for r in results for t in r.tokens]
+    for i, (g, w) in enumerate(zip(got, ref)):
+        if g != w:
+            n = next((j for j, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
+            raise RunError(f"not lossless: request {i} differs from greedy decoding at token {n}")

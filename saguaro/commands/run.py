@@ -29,6 +29,9 @@ RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draf
              "transport", "check_lossless")
 
 
+LOAD_FLAGS = {"arrivals.qps": "--qps", "arrivals.trace": "--trace", "arrivals.seed": "--seed"}
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the subcommand."""
     p = subparsers.add_parser("run", help="run a configuration on real models (executor)",
@@ -70,6 +73,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="at temperature 0, compare every output with the target's greedy decoding; fail on a "
                         "difference")
     add_synthetic_args(p.add_argument_group("synthetic acceptance (timing only, not lossless)"))
+    ld = p.add_argument_group("load mode (AR / SD): requests arrive on the wall clock, rows refilled as they finish")
+    ld.add_argument("--qps", type=float, help="Poisson arrivals at this many requests/s (inf: all at once); "
+                                              "with --trace, the trace's clock rescaled to this rate")
+    ld.add_argument("--trace", metavar="FILE", help="JSONL trace: {arrival_s, prompt_tokens, output_tokens} per line, "
+                                                    "one request each (prompts taken in turn, cut or repeated)")
     add_output_args(p)
     return p
 
@@ -102,6 +110,8 @@ def config_from(args: argparse.Namespace):
     synthetic = synthetic_from_args(args)
     if synthetic is not None:
         over["synthetic"] = synthetic
+    if args.qps is not None or args.trace is not None:
+        over["arrivals"] = {"qps": args.qps, "trace": args.trace, "seed": over.get("seed", base.seed)}
     kept = {f.name: getattr(base, f.name) for f in fields(RunConfig)}
     if "prompts" in over:
         kept["prompt_file"] = None
@@ -110,6 +120,8 @@ def config_from(args: argparse.Namespace):
     try:
         return RunConfig(**{**kept, **over, "spec": spec})
     except ConfigError as e:
+        if e.field.startswith("arrivals") and "arrivals" in over:
+            raise ConfigError(LOAD_FLAGS.get(e.field, "--qps"), e.problem, e.allowed) from None
         field = "--prompt" if e.field == "prompts" and "prompts" in over else \
             synthetic_flag(e.field, args) if synthetic is not None and synthetic_flag(e.field, args) else \
             flag(e.field) if e.field in over else f"{args.config}: {e.field}" if args.config else e.field
@@ -150,6 +162,10 @@ def main(args: argparse.Namespace) -> int:
     rows = [[k, s[k]] for k in ("tokens_per_s", "mean_tokens_per_round", "hit_rate", "wait_share",
                                 "ceiling_tokens_per_s", "wall_s", "tokens")]
     rows[1:1] = report.achieved_rows()          # next to tokens/s
+    if config.arrivals is not None:
+        rows += [[f"{name} p{q} ms", getattr(report, f"{name}_s")[f"p{q}"] * 1e3]
+                 for name in ("ttft", "tpot", "latency") for q in (50, 90, 99)]
+        rows += [["throughput tokens/s", report.throughput], ["requests/s", report.request_throughput]]
     print(table(rows, ["metric", config.spec.mode]))
     for f in report.faults:
         print(f"draft fault: {f['kind']} in batch {f['batch']} round {f['round']} at {f['time_s']:.2f}s "

@@ -3,6 +3,9 @@
 Slot layout per sequence: slot i holds logical position i for the true prefix (and for the linear
 speculation right after it); the draft's tree region sits beyond that, see ``tree.py``.
 
+A batch may forward fewer rows than the cache holds (continuous batching: live rows sit in rows 0..n-1,
+see refill.py): a plain cache is then viewed, a tensor-parallel one (which cannot be viewed) padded.
+
 With an ``Accel`` (accel.py) the forwards take the GPU fast path: the cache is leased from the model's
 GraphPool (rows padded to a power of two, capacity to a slot bucket) and steps replay CUDA graphs; causal
 chunks use flash-attn when selected. Without one (CPU), every call is the plain eager forward.
@@ -76,8 +79,55 @@ class CachedModel:
         mask = causal_mask(start, width, need)
         if self.pool is not None:
             return self._fast(tokens, positions, positions, mask, None, graphed)
+        return self._eager(tokens, positions, positions, mask)
+
+    @property
+    def movable(self) -> bool:
+        """Rows can be viewed and copied here (not a tensor-parallel cache, whose shards live elsewhere)."""
+        return not hasattr(self.cache, "tp_id")
+
+    def move_row(self, src: int, dst: int) -> None:
+        """Row ``dst`` takes row ``src``'s K/V (a live row filling a finished one's place)."""
+        self.cache.copy_row(src, dst)
+
+    @torch.inference_mode()
+    def prefill_row(self, row: int, chunk: list[int]) -> None:
+        """Cache ``chunk`` at slots 0.. of row ``row`` alone (a refilled row); the other rows keep theirs."""
+        t = len(chunk)
+        if t == 0:
+            return
+        ar = torch.arange(t).view(1, t)
+        if self.movable:
+            dev = self.device
+            mask = causal_mask(torch.zeros(1, dtype=torch.long), t, t).to(dev)
+            self.model(torch.tensor([chunk]).to(dev), ar.to(dev), self.cache.rows(row, 1), ar.to(dev), mask)
+            return
+        b, cap = self.cache.batch, self.capacity                 # whole batch: other rows write their last
+        toks = torch.zeros(b, t, dtype=torch.long)                # slot, which no query of theirs ever sees
+        toks[row] = torch.tensor(chunk)
+        pos = torch.zeros(b, t, dtype=torch.long)
+        pos[row] = ar[0]
+        slots = torch.full((b, t), cap - 1, dtype=torch.long)
+        slots[row] = ar[0]
+        mask = torch.zeros(b, t, cap, dtype=torch.bool)
+        mask[:, :, cap - 1] = True
+        mask[row] = causal_mask(torch.zeros(1, dtype=torch.long), t, cap)[0]
         dev = self.device
-        return self.model(tokens.to(dev), positions.to(dev), self.cache, positions.to(dev), mask.to(dev))
+        self.model(toks.to(dev), pos.to(dev), self.cache, slots.to(dev), mask.to(dev))
+
+    def _eager(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor | None,
+               **extra: torch.Tensor) -> torch.Tensor:
+        """The plain forward over the first ``tokens.shape[0]`` rows of the cache."""
+        dev = self.device
+        b = tokens.shape[0]
+        tokens, positions, slots = tokens.to(dev), positions.to(dev), slots.to(dev)
+        mask = None if mask is None else mask.to(dev)
+        cache = self.cache
+        if b < cache.batch and self.movable:
+            cache = cache.rows(0, b)
+        elif b < cache.batch:
+            tokens, positions, slots, mask, _ = pad_step(tokens, positions, slots, mask, None, cache.batch)
+        return self.model(tokens, positions, cache, slots, mask, **extra)[:b]
 
     @torch.inference_mode()
     def last_logits(self, chunks: list[list[int]], start: torch.Tensor, graphed: bool = True) -> torch.Tensor:
@@ -103,8 +153,7 @@ class CachedModel:
         """Raw forward with explicit slots and mask (tree steps)."""
         if self.pool is not None:
             return self._fast(tokens, positions, slots, mask, None, True)
-        dev = self.device
-        return self.model(tokens.to(dev), positions.to(dev), self.cache, slots.to(dev), mask.to(dev))
+        return self._eager(tokens, positions, slots, mask)
 
     def _fast(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor | None,
               seqlens: torch.Tensor | None, graphed: bool) -> torch.Tensor:
@@ -115,7 +164,7 @@ class CachedModel:
         seqlens = None if seqlens is None else to_device(seqlens, dev)
         extra = {} if seqlens is None else {"seqlens": seqlens}
         if self.pool is None:                                     # flash without graphs
-            return self.model(tokens, positions, self.cache, slots, mask, **extra)
+            return self._eager(tokens, positions, slots, mask, **extra)
         b = tokens.shape[0]
         tokens, positions, slots, mask, seqlens = pad_step(tokens, positions, slots, mask, seqlens, self.cache.batch)
         if graphed and tokens.shape[1] <= MAX_GRAPH_TOKENS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
+from saguaro_exec.engine.refill import remap
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_host
@@ -17,18 +18,43 @@ from saguaro_exec.sampling import saguaro_probs, sample
 
 
 class Drafter:
-    """Draft model + cache for a batch; token lists mirror the verifier's true sequences."""
+    """Draft model + cache for a batch; token lists mirror the verifier's true sequences. With ``width``
+    (continuous batching) the rows start empty and ``apply_refill`` admits prompts as the verifier's does."""
 
     def __init__(self, model: Transformer, prompts: list[list[int]], k: int, temperature: float,
                  sampler_c: float, gen: torch.Generator, max_new: int, tree_slots: int = 0,
-                 accel: Accel | None = None) -> None:
+                 accel: Accel | None = None, width: int | None = None) -> None:
         self.k, self.temperature, self.sampler_c, self.gen = k, temperature, sampler_c, gen
-        self.seqs = [list(p) for p in prompts]
-        self.done = [False] * len(prompts)
+        self.seqs = [list(p) for p in prompts] if width is None else []
+        self.width = len(prompts) if width is None else width
+        self.done = [False] * len(self.seqs)
         self.prefix_capacity = kv_capacity(prompts, max_new, k)
-        self.runner = CachedModel(model, len(prompts), self.prefix_capacity + tree_slots, accel)
-        self.n_valid = torch.zeros(len(prompts), dtype=torch.long)
+        self.runner = CachedModel(model, self.width, self.prefix_capacity + tree_slots, accel)
+        self.n_valid = torch.zeros(len(self.seqs), dtype=torch.long)
         self.vocab = model.config.vocab_size
+        self.state = None           # the BatchState mirrored under continuous batching (set by the engine)
+
+    def apply_refill(self, moves: list[tuple[int, int]], admitted: list[int]) -> None:
+        """Move rows as ``self.state`` (the BatchState this drafter mirrors) was refilled and cache each
+        admitted prompt but its last token. A moved row's tree region is not kept (rebuilt every round)."""
+        n, w = len(self.state), self.width
+        for src, dst in moves:
+            self.runner.move_row(src, dst)
+        self.seqs = remap(self.seqs, moves, w, n, [])
+        self.done = remap(self.done, moves, w, n, False)
+        self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, w, n, 0), dtype=torch.long)
+        for b in admitted:
+            self.restart_row(b, self.state.slots[b].tokens)
+
+    def restart_row(self, b: int, prompt: list[int]) -> None:
+        """Row ``b`` (an existing row, or the next new one) starts ``prompt``: cached but its last token."""
+        if b == len(self.seqs):
+            self.seqs.append([])
+            self.done.append(False)
+            self.n_valid = torch.cat([self.n_valid, torch.zeros(1, dtype=torch.long)])
+        self.seqs[b], self.done[b] = list(prompt), False
+        self.runner.prefill_row(b, self.seqs[b][:-1])
+        self.n_valid[b] = len(self.seqs[b]) - 1
 
     @property
     def lengths(self) -> torch.Tensor:

@@ -59,17 +59,16 @@ class Fallback:
     def finish(self, ver: Verifier, batch: int, r0: int) -> tuple[list[dict], list[dict]]:
         """Continue ``ver`` to the end with the configured backup."""
         if self.how == "ar":
-            return ar_rounds(ver.runner, ver.state, ver.n_valid, ver.temperature, ver.gen, r0, self.now,
-                             fallback="ar")
+            return ar_rounds(ver, r0, self.now, fallback="ar")
         gen = batch_generator(self.seed, batch, "fallback", self.device)
         return finish_by_sd(ver, self.draft(), self.drafting, self.max_new, gen, r0, self.now)
 
     def run_batch(self, target, prompts: list[list[int]], batch: int, dec: Decoding, target_device: str,
-                  accel: tuple) -> BatchResult:
+                  accel: tuple, width: int | None = None) -> BatchResult:
         """A whole batch after the draft process is gone: SD with the in-process draft, or AR
         (``accel``: the target's and the draft's fast paths)."""
         gen = batch_generator(self.seed, batch, "target", target_device)
         if self.how == "ar":
-            return run_ar(target, prompts, dec, gen, accel[0])
+            return run_ar(target, prompts, dec, gen, accel[0], width=width)
         gens = (gen, batch_generator(self.seed, batch, "fallback", self.device))
-        return run_sd(target, self.draft(), prompts, dec, self.drafting, gens, accel=accel)
+        return run_sd(target, self.draft(), prompts, dec, self.drafting, gens, accel=accel, width=width)

@@ -1,8 +1,9 @@
 """Per-round measurement rows (``calibration.Measurements.rounds``) and trace events, shared by engines.
 
-Per-sequence lists cover the rows still generating at that round; ``seq`` names their batch rows
-(``seq``, ``draft_times`` and SSD's ``handoff`` message stamps are extra keys beside the calibration schema's
-ROUND_FIELDS).
+Per-sequence lists cover the rows still generating at that round; ``seq`` names their requests (index in
+the run's queue of prompts), ``slot`` their cache rows; a round after a refill names the admitted requests
+in ``refill`` and their prefill time in ``prefill_s`` (outside t0..t1). These, ``draft_times`` and SSD's ``handoff``
+message stamps are extra keys beside the calibration schema's ROUND_FIELDS.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ def new_round(idx: int, t0: float, t1: float, live: list[int], **values: object)
     """A round row with every ROUND_FIELDS key present (times default to 0, lists to their default)."""
     row: dict = {name: 0.0 for name in ROUND_FIELDS}
     n = len(live)
-    row.update(round=idx, t0=t0, t1=t1, batch=n, seq=list(live), accepted=[0] * n, hit=[None] * n,
+    row.update(round=idx, t0=t0, t1=t1, batch=n, seq=list(live), slot=list(live), accepted=[0] * n, hit=[None] * n,
                from_backup=[False] * n, bonus_rank=[-1] * n, context=[0] * n)
     row.update(values)
     return row
@@ -31,7 +32,10 @@ class BatchResult:
     events: list[dict] = field(default_factory=list)
     start_s: float = 0.0              # batch start, seconds since run start
     wall_s: float = 0.0
-    finish_s: list[float] = field(default_factory=list)   # per row: seconds from batch start to done
+    finish_s: list[float] = field(default_factory=list)   # per request: seconds from batch start to done
+    first_s: list[float] = field(default_factory=list)    # per request: ... to its first token
+    admit_s: list[float] = field(default_factory=list)    # per request: ... to taking its slot
+    arrival_s: list[float] = field(default_factory=list)  # per request: ... to its arrival (0: at the start)
 
 
 def event(name: str, track: str, start: float, end: float, **args: object) -> dict:
@@ -39,8 +43,16 @@ def event(name: str, track: str, start: float, end: float, **args: object) -> di
     return {"name": name, "track": track, "start_s": start, "dur_s": max(0.0, end - start), "args": args}
 
 
+def request_times(state, rounds: list[dict], start_s: float) -> dict:
+    """``BatchResult`` keyword arguments of per-request times (finish, first token, admission) from ``state``."""
+    return {"finish_s": finish_times(state.finish_round, rounds, start_s),
+            "first_s": finish_times([s.first_round for s in state.requests], rounds, start_s),
+            "admit_s": [s.admit_s - start_s for s in state.requests],
+            "arrival_s": [max(a - start_s, 0.0) for a in state.arrivals]}
+
+
 def finish_times(finish_round: list[int], rounds: list[dict], start_s: float) -> list[float]:
-    """Seconds from batch start until each row's last round ended."""
+    """Seconds from batch start until the given rounds ended (one per request)."""
     ends = {r["round"]: r["t1"] for r in rounds}
     last = rounds[-1]["t1"] if rounds else start_s
     return [ends.get(fr, last) - start_s for fr in finish_round]

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import torch
 
 from saguaro_exec.engine.drafter import Drafter
-from saguaro_exec.engine.rounds import BatchResult, event, finish_times, new_round
+from saguaro_exec.engine.refill import refill
+from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
 from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.model import Transformer
@@ -43,20 +44,27 @@ def bonus_ranks(d_logits: torch.Tensor, sent: torch.Tensor, acc: torch.Tensor, b
     return torch.where((acc < k) & (r < n_rank), r, torch.full_like(r, -1))
 
 
-def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, now: Callable[[], float],
+def sd_rounds(ver: Verifier, dr: Drafter, fanout: tuple[int, ...], k: int, r0: int, now: Callable[[], float],
               n_rank: int = 64, fallback: str | None = None) -> tuple[list[dict], list[dict]]:
-    """SD rounds from round ``r0`` until every sequence of ``ver`` is done: K draft steps, one verification.
-    ``fallback`` marks rounds that finish an SSD batch in-process after a draft fault (the draft time is
-    then the verifier's own). Per round the host waits for the device twice: for the drafted tokens, and
-    for (accepted, bonus, bonus rank) together. Returns (round rows, trace events)."""
+    """SD rounds from round ``r0`` until every request of ``ver`` is done: refill finished rows (both
+    caches), K draft steps, one verification. ``fallback`` marks rounds that finish an SSD batch in-process
+    after a draft fault (the draft time is then the verifier's own). Per round the host waits for the
+    device twice: for the drafted tokens, and for (accepted, bonus, bonus rank) together. Returns (round
+    rows, trace events)."""
     rounds, events, r = [], [], r0
     draft_track, extra = ("speculator", {}) if fallback is None else ("verifier", {"fallback": fallback})
     draft_name = "draft" if fallback is None else "draft (fallback)"
-    while not ver.state.all_done():
+    dr.state = ver.state
+    fan_row = torch.tensor(fanout, dtype=torch.long).view(1, -1)
+    while True:
+        admitted, evs = refill(ver.state, [ver, dr], now, r)
+        events += evs
+        if ver.state.all_done():
+            break
         live = ver.state.live()
         ctx = [len(ver.state.seqs[b]) for b in live]
         t0 = now()
-        tokens, q, d_rows = dr.jit(fan)
+        tokens, q, d_rows = dr.jit(fan_row.expand(len(ver.state), -1))
         t1 = now()
         toks = tokens.tolist()
         acc, bonus = ver.score(toks, tokens, q)
@@ -67,8 +75,8 @@ def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, no
         dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
         t3 = now()
         rounds.append(new_round(r, t0, t3, live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
-                                accepted=[int(acc[b]) for b in live],
-                                bonus_rank=[ranks[b] for b in live], context=ctx, **extra))
+                                accepted=[int(acc[b]) for b in live], seq=[ver.state.slots[b].rid for b in live],
+                                bonus_rank=[ranks[b] for b in live], context=ctx, **admitted, **extra))
         events += [event(draft_name, draft_track, t0, t1, round=r), event("verify", "verifier", t1, t2, round=r)]
         r += 1
     return rounds, events
@@ -77,30 +85,34 @@ def sd_rounds(ver: Verifier, dr: Drafter, fan: torch.Tensor, k: int, r0: int, no
 def run_sd(target: Transformer, draft: Transformer, prompts: list[list[int]], dec: Decoding, drafting: Drafting,
            gens: tuple[torch.Generator, torch.Generator],
            accel: tuple[Accel | None, Accel | None] = (None, None), n_rank: int = 64,
-           synthetic=None) -> BatchResult:
-    """SD over a batch; ``gens``: the (target, draft) generators, ``accel``: their GPU fast paths;
-    ``synthetic``: timing-only outcomes (engine/synthetic.py), None for the real rule."""
-    ver = Verifier(target, prompts, drafting.k, dec.temperature, gens[0], dec.max_new, list(dec.eos_ids), accel[0])
+           width: int | None = None, arrivals: list[float] | None = None,
+           out_lens: list[int] | None = None, synthetic=None) -> BatchResult:
+    """SD over a queue of prompts, ``width`` rows at a time (default: all at once), finished rows refilled;
+    ``gens``: the (target, draft) generators, ``accel``: their GPU fast paths, ``arrivals``: load mode,
+    ``out_lens``: per-request max new tokens; ``synthetic``: timing-only outcomes (engine/synthetic.py),
+    None for the real rule."""
+    width = len(prompts) if width is None else width
+    ver = Verifier(target, prompts, drafting.k, dec.temperature, gens[0], dec.max_new, list(dec.eos_ids), accel[0],
+                   width=width, out_lens=out_lens)
     ver.synthetic = synthetic
     dr = Drafter(draft, prompts, drafting.k, dec.temperature, drafting.sampler_c, gens[1], dec.max_new,
-                 accel=accel[1])
-    fan = torch.tensor(drafting.fanout, dtype=torch.long).expand(len(prompts), -1)
+                 accel=accel[1], width=width)
     start_s = dec.now()
-    ver.prefill()
-    dr.prefill()
-    rounds, events = sd_rounds(ver, dr, fan, drafting.k, 0, dec.now, n_rank)
+    ver.state.arrive_from(start_s, arrivals)
+    rounds, events = sd_rounds(ver, dr, drafting.fanout, drafting.k, 0, dec.now, n_rank)
     end = dec.now()
     return BatchResult(ver.state.outputs(), rounds, events, start_s, end - start_s,
-                       finish_times(ver.state.finish_round, rounds, start_s))
+                       **request_times(ver.state, rounds, start_s))
 
 
 def finish_by_sd(ver: Verifier, draft: Transformer, drafting: Drafting, max_new: int, gen: torch.Generator,
                  r0: int, now: Callable[[], float]) -> tuple[list[dict], list[dict]]:
-    """Finish every sequence of ``ver`` by SD with ``draft`` (in this process) from round ``r0`` (an SSD
-    batch after a draft fault); returns (round rows, trace events)."""
-    dr = Drafter(draft, [list(s) for s in ver.state.seqs], drafting.k, ver.temperature, drafting.sampler_c, gen,
-                 max_new)
-    dr.done = list(ver.state.done)
+    """Finish every request of ``ver`` (its live rows, then its queue) by SD with ``draft`` (in this
+    process) from round ``r0`` (an SSD batch after a draft fault); returns (round rows, trace events)."""
+    st = ver.state
+    dr = Drafter(draft, [s.tokens for s in st.requests], drafting.k, ver.temperature, drafting.sampler_c, gen,
+                 max_new, width=st.width)
+    dr.seqs, dr.done = [list(s) for s in st.seqs], list(st.done)
+    dr.n_valid = torch.zeros(len(dr.seqs), dtype=torch.long)
     dr.prefill()
-    fan = torch.tensor(drafting.fanout, dtype=torch.long).expand(len(dr.seqs), -1)
-    return sd_rounds(ver, dr, fan, drafting.k, r0, now, fallback="sd")
+    return sd_rounds(ver, dr, drafting.fanout, drafting.k, r0, now, fallback="sd")

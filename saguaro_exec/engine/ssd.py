@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from saguaro_exec.engine.rounds import BatchResult, event, finish_times, new_round
+from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
 from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
@@ -34,7 +34,7 @@ def _draft_events(reply: Reply, r: int) -> list[dict]:
 
 def _fill_outcome(row: dict, reply: Reply) -> None:
     """The reply to round r's outcome says whether it hit the cache built during round r."""
-    live = row["seq"]
+    live = row["slot"]
     row["hit"] = [bool(reply.hit[b]) for b in live]
     row["bonus_rank"] = [int(reply.rank[b]) for b in live]
     for name in DRAFT_PHASES:
@@ -47,7 +47,7 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
     """Round rows and trace events of a batch from its log: round r verified ``replies[r]``; the reply
     after it (``replies[r + 1]``, when one came) says whether r's outcome hit."""
     rounds = []
-    for (r, t0, t1, t2, t3, live, ctx, acc), reply in zip(log, replies):
+    for (r, t0, t1, t2, t3, live, ctx, acc, rids, admitted), reply in zip(log, replies):
         events += _draft_events(reply, r)
         reply_s = reply.times.get("reply", (0.0, 0.0))
         backup_s = reply.times.get("backup", (0.0, 0.0))
@@ -56,7 +56,8 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
                                 draft_reply_s=reply_s[1] - reply_s[0], backup_s=backup_s[1] - backup_s[0],
                                 accepted=[int(acc_l[b]) for b in live],
                                 from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx,
-                                handoff={n: list(reply.times[n]) for n in HANDOFF if n in reply.times}))
+                                handoff={n: list(reply.times[n]) for n in HANDOFF if n in reply.times},
+                                seq=rids, **admitted))
         events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
                    event("send", "verifier", t2, t3, round=r)]
         if r + 1 < len(replies):
@@ -67,23 +68,27 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
 
 
 def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, k: int, gen: torch.Generator,
-            on_fault=None, accel=None, synthetic=None) -> BatchResult:
+            on_fault=None, accel=None, synthetic=None, width: int | None = None) -> BatchResult:
     """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
+    ``width`` rows (default: one per prompt) work through ``prompts``: a finished row takes the next prompt
+    at the round boundary (in place, row order: the draft applies the same rule, state.refill_rows).
     A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
     finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py).
     ``synthetic``: timing-only outcomes whose bonus tokens come from the link's cache (engine/synthetic.py)."""
-    ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel)
+    ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel,
+                   width=len(prompts) if width is None else width)
     ver.synthetic = synthetic
     now = dec.now
     start_s = now()
-    ver.prefill()
+    ver.state.arrive_from(start_s, None)
+    ver.apply_refill(*ver.state.refill(start_s, movable=False))
     events = [event("prefill", "verifier", start_s, now())]
     log: list[tuple] = []       # per round: times, live rows, outcome and the reply it verified; rows and
     replies: list[Reply] = []   # events are built after the batch, off the critical path between verifies
-    t0, r, stop = now(), 0, False
+    t0, r, stop, admitted = now(), 0, False, {}
     fault_rounds: tuple[list, list] = ([], [])
     try:
-        reply = link.start(len(prompts))
+        reply = link.start(len(ver.state))
         while True:
             replies.append(reply)
             if stop:
@@ -91,13 +96,20 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             t1 = now()
             live = ver.state.live()
             ctx = [len(ver.state.seqs[b]) for b in live]
+            rids = [ver.state.slots[b].rid for b in live]
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             t2 = now()
             stop = ver.state.all_done()
-            link.send(acc, bonus, list(ver.state.done), stop)
-            t3 = now()
-            log.append((r, t0, t1, t2, t3, live, ctx, acc))
-            t0, r = t3, r + 1
+            done = list(ver.state.done)
+            fresh = ver.state.refill(t2, movable=False)[1]      # the slots' new prompts, prefilled after the send
+            try:
+                link.send(acc, bonus, done, stop, tuple(fresh))
+            finally:
+                t3 = now()
+                log.append((r, t0, t1, t2, t3, live, ctx, acc, rids, admitted))
+                ver.apply_refill([], fresh)                     # overlaps the draft's answer
+            t0, r = now(), r + 1
+            admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}
             reply = link.recv()      # the speculator's next speculation (push: looked up in its cache)
     except DraftFault as fault:
         if on_fault is None:
@@ -110,4 +122,4 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     events += fault_rounds[1]
     end = now()
     return BatchResult(ver.state.outputs(), rounds, events, start_s, end - start_s,
-                       finish_times(ver.state.finish_round, rounds, start_s))
+                       **request_times(ver.state, rounds, start_s))

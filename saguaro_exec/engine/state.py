@@ -1,8 +1,11 @@
 """The true sequences of a batch: one Sequence per request, held in the slots (cache rows) of a BatchState.
 
 Every engine keeps its truth here: the verifier (SD, SSD) and the AR loop append accepted tokens + the bonus
-and read back which rows still generate. A slot is a cache row; today a batch fills its slots once from
-its prompts and ends when every Sequence is finished, so ``slots[b]`` is the request in cache row b.
+and read back which rows still generate. A slot is a cache row: ``slots[b]`` is the request whose K/V sit
+in cache row b. Without a width, a batch fills its slots once from its prompts and ends when every Sequence
+is finished. With one (continuous batching), ``refill`` hands the slots of finished requests to the next
+requests of the queue that have arrived, and, where rows can be moved, moves the last live row into a
+finished row's place, so that slots 0..n-1 are exactly the live requests and none is forwarded done.
 """
 
 from __future__ import annotations
@@ -20,17 +23,23 @@ class Sequence:
     eos: frozenset[int] = field(default_factory=frozenset)
     done: bool = False
     finish_round: int = -1           # the round that finished it (-1 while generating)
+    rid: int = 0                     # its index in the run's queue of prompts
+    first_round: int = -1            # the round that gave its first token
+    admit_s: float = 0.0             # when it took its slot (seconds since run start)
 
     @classmethod
-    def from_prompt(cls, prompt: list[int], max_new: int, eos_ids: list[int] | frozenset[int]) -> Sequence:
+    def from_prompt(cls, prompt: list[int], max_new: int, eos_ids: list[int] | frozenset[int],
+                    rid: int = 0) -> Sequence:
         if len(prompt) == 0:
             raise ValueError("prompts: a prompt encodes to zero tokens; allowed: at least one token")
-        return cls(list(prompt), len(prompt), max_new, frozenset(eos_ids))
+        return cls(list(prompt), len(prompt), max_new, frozenset(eos_ids), rid=rid)
 
     def append(self, new: list[int], round_idx: int) -> None:
         """Add accepted tokens + bonus, cutting after an EOS and finishing at EOS or ``max_new`` tokens."""
         if self.done:
             return
+        if self.first_round < 0:
+            self.first_round = round_idx
         for i, t in enumerate(new):
             if t in self.eos:
                 new = new[: i + 1]
@@ -48,14 +57,34 @@ class Sequence:
         return self.tokens[self.prompt_len:][: self.max_new]
 
 
-class BatchState:
-    """The slots of one batch; slot b holds the Sequence whose K/V sit in cache row b."""
+def refill_rows(done: list[bool], left: int) -> list[int]:
+    """The rule both sides of SSD apply without a message: finished rows, in row order, take the next
+    ``left`` prompts of the queue (what ``BatchState.refill`` does in place when every request has arrived)."""
+    return [b for b, d in enumerate(done) if d][:max(0, left)]
 
-    def __init__(self, prompts: list[list[int]], max_new: int, eos_ids: list[int]) -> None:
-        self.slots = [Sequence.from_prompt(p, max_new, eos_ids) for p in prompts]
+
+class BatchState:
+    """The slots of one batch; slot b holds the Sequence whose K/V sit in cache row b. ``requests`` are all
+    of the batch's Sequences in queue order; ``width`` (None: one slot per prompt, all filled now) caps the
+    slots, which ``refill`` then fills as requests arrive (``arrivals``: seconds since run start, sorted;
+    None: all at 0); ``max_new`` may differ per request."""
+
+    def __init__(self, prompts: list[list[int]], max_new: int | list[int], eos_ids: list[int],
+                 width: int | None = None, arrivals: list[float] | None = None) -> None:
+        lens = max_new if isinstance(max_new, list | tuple) else [max_new] * len(prompts)
+        self.requests = [Sequence.from_prompt(p, n, eos_ids, rid=i) for i, (p, n) in enumerate(zip(prompts, lens))]
+        self.arrivals = list(arrivals) if arrivals is not None else [0.0] * len(prompts)
+        if width is None:
+            self.width, self.slots, self.next = len(prompts), list(self.requests), len(prompts)
+        else:
+            self.width, self.slots, self.next = max(1, min(int(width), len(prompts))), [], 0
 
     def __len__(self) -> int:
         return len(self.slots)
+
+    def arrive_from(self, t0: float, arrivals: list[float] | None) -> None:
+        """Requests arrive ``arrivals`` seconds after ``t0`` (the batch start; None: all at ``t0``)."""
+        self.arrivals = [t0 + a for a in (arrivals or [0.0] * len(self.requests))]
 
     @property
     def seqs(self) -> list[list[int]]:
@@ -68,7 +97,13 @@ class BatchState:
 
     @property
     def finish_round(self) -> list[int]:
-        return [s.finish_round for s in self.slots]
+        """Per request (queue order): the round that finished it."""
+        return [s.finish_round for s in self.requests]
+
+    @property
+    def rids(self) -> list[int]:
+        """Each slot's request id."""
+        return [s.rid for s in self.slots]
 
     def live(self) -> list[int]:
         """Slots still generating."""
@@ -81,8 +116,49 @@ class BatchState:
         return self.slots[b].output
 
     def outputs(self) -> list[list[int]]:
-        """Every slot's generated tokens, in slot order."""
-        return [s.output for s in self.slots]
+        """Every request's generated tokens, in queue order."""
+        return [s.output for s in self.requests]
+
+    def pending(self) -> int:
+        """Requests not yet given a slot."""
+        return len(self.requests) - self.next
+
+    def next_arrival(self) -> float | None:
+        """When the next request without a slot arrives (None: the queue is empty)."""
+        return self.arrivals[self.next] if self.next < len(self.requests) else None
 
     def all_done(self) -> bool:
-        return all(s.done for s in self.slots)
+        return self.next == len(self.requests) and all(s.done for s in self.slots)
+
+    def refill(self, now_s: float, movable: bool = True) -> tuple[list[tuple[int, int]], list[int]]:
+        """Give finished slots (then free ones, up to ``width``) to the requests arrived by ``now_s``; with
+        ``movable``, finished slots nobody takes are closed by moving the last slot into them. Returns the
+        row moves (src, dst) in the order to apply them, then the slots of newly admitted requests."""
+        new: list[Sequence] = []
+
+        def take() -> Sequence | None:
+            if self.next < len(self.requests) and self.arrivals[self.next] <= now_s:
+                seq = self.requests[self.next]
+                self.next += 1
+                seq.admit_s = now_s
+                new.append(seq)
+                return seq
+            return None
+
+        for b, s in enumerate(self.slots):
+            if s.done and (seq := take()) is not None:
+                self.slots[b] = seq
+        while len(self.slots) < self.width and (seq := take()) is not None:
+            self.slots.append(seq)
+        moves: list[tuple[int, int]] = []
+        if movable:
+            b = 0
+            while b < len(self.slots):
+                while self.slots and self.slots[-1].done:      # finished last rows just go
+                    self.slots.pop()
+                if b < len(self.slots) and self.slots[b].done:
+                    moves.append((len(self.slots) - 1, b))
+                    self.slots[b] = self.slots.pop()
+                b += 1
+        fresh = {id(s) for s in new}
+        return moves, [b for b, s in enumerate(self.slots) if id(s) in fresh]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
+from saguaro_exec.engine.refill import remap
 from saguaro_exec.engine.state import BatchState
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
@@ -13,16 +14,31 @@ from saguaro_exec.sampling import target_probs, verify
 
 
 class Verifier:
-    """Holds the target's cache for a batch; ``verify`` scores one K-token speculation per sequence."""
+    """Holds the target's cache for a batch; ``verify`` scores one K-token speculation per sequence.
+    ``width`` / ``arrivals``: continuous batching (state.py); slots then fill by ``refill.refill``;
+    ``out_lens``: per-request max new tokens (each <= ``max_new``, which sizes the cache)."""
 
     synthetic = None    # engine/synthetic.py SyntheticOutcomes: timing-only outcomes replace the rule's
 
     def __init__(self, model: Transformer, prompts: list[list[int]], k: int, temperature: float,
-                 gen: torch.Generator, max_new: int, eos_ids: list[int], accel: Accel | None = None) -> None:
+                 gen: torch.Generator, max_new: int, eos_ids: list[int], accel: Accel | None = None,
+                 width: int | None = None, arrivals: list[float] | None = None,
+                 out_lens: list[int] | None = None) -> None:
         self.k, self.temperature, self.gen = k, temperature, gen
-        self.state = BatchState(prompts, max_new, eos_ids)
-        self.runner = CachedModel(model, len(prompts), kv_capacity(prompts, max_new, k), accel)
-        self.n_valid = torch.zeros(len(prompts), dtype=torch.long)
+        self.state = BatchState(prompts, max_new if out_lens is None else out_lens, eos_ids, width, arrivals)
+        self.runner = CachedModel(model, self.state.width, kv_capacity(prompts, max_new, k), accel)
+        self.n_valid = torch.zeros(len(self.state), dtype=torch.long)
+
+    def apply_refill(self, moves: list[tuple[int, int]], admitted: list[int]) -> None:
+        """Move rows as ``BatchState.refill`` did and cache each admitted prompt but its last token."""
+        for src, dst in moves:
+            self.runner.move_row(src, dst)
+        self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, self.state.width, len(self.state), 0),
+                                    dtype=torch.long)
+        for b in admitted:
+            toks = self.state.slots[b].tokens
+            self.runner.prefill_row(b, toks[:-1])
+            self.n_valid[b] = len(toks) - 1
 
     def prefill(self) -> None:
         """Cache every prompt but its last token (which is fed with the first speculation)."""

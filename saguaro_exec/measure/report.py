@@ -31,6 +31,14 @@ class RunReport:
     achieved: dict = field(default_factory=dict)  # {"target"|"draft": bytes/s, FLOP/s, roofline fractions}
     resolved: dict = field(default_factory=dict)  # saguaro_sim.resolve's ResolvedSpec the run executed
     synthetic: dict | None = None   # synthetic acceptance (engine/synthetic.py): TIMING ONLY, not lossless
+    # per request, as the simulator's load mode (measure/load.py): seconds at p50 / p90 / p99 / mean
+    ttft_s: dict = field(default_factory=dict)
+    tpot_s: dict = field(default_factory=dict)
+    latency_s: dict = field(default_factory=dict)
+    throughput: float = 0.0               # output tokens / s from the first arrival to the last finish
+    request_throughput: float = 0.0       # requests / s, the same span
+    offered_qps: float | None = None      # the load mode's arrival rate (None: all at t = 0 or a trace)
+    per_request: dict = field(default_factory=dict, repr=False)   # lists: arrival_s, ttft_s, tpot_s, latency_s
 
     def summary(self) -> dict:
         """The headline numbers as a flat dict (no per-round data)."""
@@ -39,7 +47,10 @@ class RunReport:
                 "hit_rate": self.hit_rate, "wait_share": self.wait_share,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "wall_s": self.wall_s,
                 "tokens": sum(len(t) for t in self.token_ids), "faults": self.faults, "achieved": self.achieved,
-                "resolved": self.resolved, "lossless": self.synthetic is None, "synthetic": self.synthetic}
+                "resolved": self.resolved, "lossless": self.synthetic is None, "synthetic": self.synthetic,
+                "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "latency_s": self.latency_s,
+                "throughput": self.throughput, "request_throughput": self.request_throughput,
+                "offered_qps": self.offered_qps}
 
     def achieved_rows(self) -> list[list]:
         """Table rows: achieved GB/s and GFLOP/s per side, and their share of the device peak."""
@@ -60,6 +71,7 @@ class RunReport:
 
     def to_dict(self) -> dict:
         return {**self.summary(), "tokens_per_s_per_seq": self.tokens_per_s_per_seq, "texts": self.texts,
+                "per_request": self.per_request,
                 "token_ids": self.token_ids, "measurements": self.measurements.to_dict()}
 
     def to_json(self, path: str | os.PathLike) -> None:

@@ -70,6 +70,18 @@ class KVCache:
         for cache in (self.k, self.v):
             cache.scatter_(3, si, cache.gather(3, gi))
 
+    def rows(self, start: int, n: int) -> KVCache:
+        """Rows [start, start + n) as a KVCache sharing this one's storage (writes land here)."""
+        view = object.__new__(KVCache)
+        view.k, view.v = self.k[:, start:start + n], self.v[:, start:start + n]
+        view.batch, view.capacity = n, self.capacity
+        return view
+
+    def copy_row(self, src: int, dst: int) -> None:
+        """Row ``dst`` takes row ``src``'s K/V, all layers and slots (compacting a batch's live rows)."""
+        for cache in (self.k, self.v):
+            cache[:, dst] = cache[:, src]
+
     def reset(self) -> None:
         self.k.zero_()
         self.v.zero_()

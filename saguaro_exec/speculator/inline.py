@@ -31,10 +31,10 @@ class InlineLink:
         self._batch += 1
         a = self.args
         gen = batch_generator(a.seed, self._batch, "draft", a.device)
-        self.worker = DraftWorker(self.model, a.batches[self._batch], a.ws, gen, a.t_start)
+        self.worker = DraftWorker(self.model, a.batches[self._batch], a.ws, gen, a.t_start, width=a.width)
         return self.worker.start()
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
         self._outcome = (acc, bonus, done)
 
     def recv(self) -> Reply:

@@ -163,11 +163,10 @@ class ProcessLink(SupervisedContext):
             check_reply_q(q, reply.tokens, torch.tensor(self._live, dtype=torch.bool))
         return reply
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
-        """Send the outcome key (k, bonus) of every sequence (+ done/stop flags) and post the receives
-        for the reply to it."""
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
+        """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows."""
         self._out = outcome_tensor(acc, bonus, done, stop)             # kept alive until sent
-        self._live = [not d for d in done]
+        self._live = [not d or b in fresh for b, d in enumerate(done)]
         try:
             self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
         except RuntimeError as e:
@@ -232,12 +231,13 @@ class PushLink(ProcessLink):
         except RuntimeError as e:
             raise self._failure(e) from None
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> None:
-        """Send the outcome (the draft needs it for its next build) and keep it for the local lookup."""
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
+        """Send the outcome (for the draft's next build), keep it for the lookup; ``fresh`` rows miss."""
         if self._sending is not None:              # the previous outcome's send (long done by now)
             self._wait_posted(self._sending)
         self._out = outcome_tensor(acc, bonus, done, stop)
-        self._acc, self._bonus, self._done, self._stop = acc, bonus, done, stop
+        self._acc, self._bonus, self._stop = acc, bonus, stop
+        self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)
         try:
             self._sending = self.pg.send([self._out], 1, TAG)
         except RuntimeError as e:
@@ -255,7 +255,7 @@ class PushLink(ProcessLink):
             check_cache(rows, layout, self.vocab, self._live)
         hits, ranks, toks, js = layout.lookup(rows, self._acc.tolist(), self._bonus.tolist(), self.args.ws.n_rank)
         times = {**layout.times(rows[-1]), "cache_seen": seen}
-        miss = [not h and not d for h, d in zip(hits, self._done)]
+        miss = [(not h or b in self._fresh) and not d for b, (h, d) in enumerate(zip(hits, self._done))]
         self._live = [not d for d in self._done]
         hit, rank = torch.tensor(hits), torch.tensor(ranks)
         if any(miss):

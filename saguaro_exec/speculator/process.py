@@ -46,6 +46,7 @@ class DraftArgs:
     protocol: str = "reply"        # "reply": answer each outcome | "push": send each built cache (protocol.py)
     transport: str = "gloo"        # "gloo" | "shm" (transport.py); shm_fd: the inherited channel
     shm_fd: int | None = None
+    width: int | None = None       # rows per batch, refilled from the batch's prompts (None: one per prompt)
 
 
 def load_source(source: object, device: str, dtype: str):
@@ -76,9 +77,9 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     serve_batch = _serve_push if args.protocol == "push" else _serve_reply
     for bi, prompts in enumerate(args.batches):
         gen = batch_generator(args.seed, bi, "draft", args.device)
-        worker = DraftWorker(model, prompts, args.ws, gen, args.t_start)
+        worker = DraftWorker(model, prompts, args.ws, gen, args.t_start, width=args.width)
         pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
-        outcome = torch.zeros(len(prompts), 4, dtype=torch.long)
+        outcome = torch.zeros(worker.drafter.width, 4, dtype=torch.long)
         n_sent = serve_batch(pg, worker, fault, n_sent + 1, vocab, pending, outcome)
 
 

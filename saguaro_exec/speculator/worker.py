@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from saguaro_exec.engine.drafter import Drafter
+from saguaro_exec.engine.state import refill_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device
@@ -39,12 +40,14 @@ class DraftWorker:
     """Runs one batch on the draft side: ``start`` -> Reply, then (``build``, ``answer``) per round."""
 
     def __init__(self, model: Transformer, prompts: list[list[int]], ws: WorkerSpec, gen: torch.Generator,
-                 t_start: float) -> None:
+                 t_start: float, width: int | None = None) -> None:
         self.ws, self.gen, self.t_start = ws, gen, t_start
         branches = max_branches(ws.fanout, ws.fanout_miss)
+        # ``width`` rows over the queue ``prompts``: a finished row takes the next prompt (state.refill_rows)
+        self.queue, bsz = prompts, len(prompts) if width is None else width
+        self.next = 0
         self.drafter = Drafter(model, prompts, ws.k, ws.temperature, ws.sampler_c, gen, ws.max_new,
-                               tree_slots(ws.k, branches), ws.accel)
-        bsz = len(prompts)
+                               tree_slots(ws.k, branches), ws.accel, width=bsz)
         self.primary = torch.tensor(ws.fanout, dtype=torch.long).expand(bsz, -1)
         self.miss = torch.tensor(ws.fanout_miss, dtype=torch.long).expand(bsz, -1)
         self.layout = CacheLayout.of(ws, self.drafter.vocab)
@@ -66,8 +69,10 @@ class DraftWorker:
     def start(self) -> Reply:
         """Prefill the prompts and make the first speculation with the backup."""
         t0 = self._now()
-        self.drafter.prefill()
-        bsz = len(self.drafter.seqs)
+        bsz = self.drafter.width
+        for b in range(bsz):
+            self.drafter.restart_row(b, self.queue[b])
+        self.next = bsz
         miss = torch.ones(bsz, dtype=torch.bool)
         tokens, q = self._backup(miss)
         self.from_backup, self.sent = miss, tokens
@@ -102,7 +107,15 @@ class DraftWorker:
         if q is not None:
             q = q[to_device(rows, q.device), to_device(j, q.device)]
         self._pending = (acc, bonus, self.sent, done)     # applied after the reply is sent, if possible
-        live_miss = ~hit & ~torch.tensor(done, dtype=torch.bool)
+        fresh = torch.zeros(len(js), dtype=torch.bool)
+        rows_in = refill_rows(done, len(self.queue) - self.next)
+        if rows_in:                                        # finished rows take the next prompts, as the
+            self._settle()                                 # verifier's refill: their speculation is a backup
+            for b in rows_in:
+                self.drafter.restart_row(b, self.queue[self.next])
+                self.next += 1
+            fresh[rows_in] = True
+        live_miss = (~hit & ~torch.tensor(done, dtype=torch.bool)) | fresh
         times = dict(self.times)
         if bool(live_miss.any()):
             tb = self._now()

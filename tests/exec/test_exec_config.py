@@ -63,7 +63,8 @@ def test_report_measurements_and_trace(tmp_path):
     assert 1.0 <= rep.mean_tokens_per_round <= 3.0 and len(rep.acceptance_per_position) == 2
     assert 0.0 <= rep.hit_rate <= 1.0 and 0.0 <= rep.wait_share < 1.0
     rows = rep.measurements.rounds
-    assert {r["batch_index"] for r in rows} == {0, 1}
+    assert {r["batch_index"] for r in rows} == {0}                      # one queue through 2 rows
+    assert {i for r in rows for i in r["seq"]} == {0, 1, 2} and [i for r in rows for i in r.get("refill", [])] == [2]
     for r in rows:
         assert set(ROUND_FIELDS) <= set(r)
         assert len(r["accepted"]) == len(r["hit"]) == len(r["bonus_rank"]) == r["batch"]

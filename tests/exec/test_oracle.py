@@ -33,8 +33,9 @@ def _engine_rounds(mode: str, **kw) -> list[list[Round]]:
     rep = run(RunConfig(spec=spec, prompts=PROMPTS, max_new_tokens=N_NEW, seed=SEED, inline_draft=True))
     per_batch: list[list[Round]] = [[] for _ in PROMPTS]
     for row in rep.measurements.rounds:
-        assert row["seq"] == [0]
-        per_batch[row["batch_index"]].append(Round(row["accepted"][0], row["bonus_rank"][0],
+        assert len(row["seq"]) == 1
+        # batch 1: a refilled queue (AR / SD) names the prompt in seq, fixed batches (SSD) by batch_index
+        per_batch[row["batch_index"] + row["seq"][0]].append(Round(row["accepted"][0], row["bonus_rank"][0],
                                                    row["hit"][0], row["from_backup"][0]))
     return per_batch
 
