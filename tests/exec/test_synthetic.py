@@ -75,8 +75,11 @@ def test_forwards_are_the_real_ones_at_the_requested_shapes():
     finally:
         hook.remove()
     rounds = rep.measurements.rounds
-    assert n_synth == 1 + len(rounds)
-    assert all(w[0] == 4 and w[1] >= K + 1 for w in widths[1:n_synth])
+    n_prefill = n_synth - len(rounds)          # one prefill forward per admitted row (refill prefills rows alone)
+    assert n_prefill == len(prompts) and all(w[0] == 1 for w in widths[:n_prefill])
+    verify = widths[n_prefill:n_synth]
+    assert [w[0] for w in verify] == [r["batch"] for r in rounds]     # the live rows, one forward per round
+    assert all(w[1] >= K + 1 for w in verify)
     assert all(r["verify_s"] > 0 and r["wait_s"] > 0 for r in rounds)
     med = statistics.median(r["verify_s"] for r in rounds)
     med_plain = statistics.median(r["verify_s"] for r in plain.measurements.rounds)
