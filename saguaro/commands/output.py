@@ -47,9 +47,16 @@ def _destination(path: str | os.PathLike, flag: str) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    """An exclusive flock on ``folder`` itself (no lock file left behind)."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+def _locked(folder: Path, missing_ok: bool = False) -> Iterator[None]:
+    """An exclusive flock on ``folder`` itself (no lock file left behind); with ``missing_ok``, a folder that
+    cannot be opened (not there yet, not ours to read) is simply not locked: the later checks report it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        if not missing_ok:
+            raise
+        yield
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -73,7 +80,8 @@ class _Staged:
         self.path = None if path is None else _destination(path, flag)
         self.tmp: Path | None = None
         if self.path is not None:
-            self._check_existing(self.path)
+            with _locked(self.path.parent, missing_ok=True):   # not mid-way through another writer's replace
+                self._check_existing(self.path)
             anchor = _anchor(self.path, flag)
             try:
                 self.tmp = self._make(anchor)
