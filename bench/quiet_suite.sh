@@ -10,8 +10,8 @@ PY=${PY:-.venv/bin/python}
 export PYTHONPATH=$PWD
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity sim demo)
 quiet() {
-  read -r _ u n s i io irq sirq st _ < /proc/stat; t1=$((u+n+s+i+io+irq+sirq+st)); s1=$st; sleep 3
-  read -r _ u n s i io irq sirq st _ < /proc/stat; t2=$((u+n+s+i+io+irq+sirq+st))
+  local _ u n sy i io irq sirq st; read -r _ u n sy i io irq sirq st _ < /proc/stat; local t1=$((u+n+sy+i+io+irq+sirq+st)) s1=$st; sleep 3
+  read -r _ u n sy i io irq sirq st _ < /proc/stat; local t2=$((u+n+sy+i+io+irq+sirq+st))
   echo "$(date -u +%FT%TZ) $1 load $(cut -d' ' -f1-3 /proc/loadavg) steal $(awk -v a=$((st-s1)) -v b=$((t2-t1)) 'BEGIN{printf "%.2f%%", 100*a/b}')" | tee -a "$OUT/load.log"
 }
 DEEP=saguaro_exec/assets/tiny/target-deep
