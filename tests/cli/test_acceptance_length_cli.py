@@ -4,17 +4,7 @@ geometric one with that many expected tokens per round; bad values exit 2 naming
 import json
 
 import pytest
-
-from saguaro import cli
-
-
-def run(capsys, *args):
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from cli_helpers import inproc as run
 
 
 def test_simulated_tokens_per_round_match_the_acceptance_length(capsys):

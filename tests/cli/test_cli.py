@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import inproc
 
 from calibration import Profile, list_presets
 from saguaro import cli
@@ -24,14 +25,6 @@ def saguaro(*args, cwd=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def inproc(capsys, *args):
-    """Same entry point, in this process (fast path for the many bad-input cases)."""
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:  # argparse
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_presets_subprocess():

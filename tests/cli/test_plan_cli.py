@@ -9,8 +9,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from cli_helpers import inproc
 
-from saguaro import cli
 from saguaro.export import export_texts, sglang_args, vllm_speculative_config
 from saguaro_sim import SpecConfig
 
@@ -18,13 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--qps", "1,16", "--requests", "150", "--workers", "1"]
 
 
-def inproc(capsys, *args):
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("args, flag", [

@@ -2,16 +2,7 @@
 
 import json
 
-from saguaro import cli
-
-
-def _cli(capsys, *args):
-    try:
-        code = cli.main(list(args))
-    except SystemExit as e:  # argparse
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from cli_helpers import inproc as _cli
 
 
 def test_run_qps_reports_latency_percentiles(capsys):
