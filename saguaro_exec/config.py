@@ -19,7 +19,6 @@ from saguaro_exec.measure.load import Arrivals
 from saguaro_exec.model.accel import check_accel
 from saguaro_exec.speculator.shm import supported as shm_supported
 from saguaro_sim.config import SpecConfig
-from saguaro_sim.resolve import PUSH_Q_BYTES  # noqa: F401  (re-exported: the resolver owns the protocol rule)
 
 DTYPES = ("float32", "bfloat16", "float16")
 SSD_PROTOCOLS = ("auto", "push", "reply")

@@ -30,7 +30,7 @@ def resolve_run(config: RunConfig) -> tuple[ResolvedSpec, str]:
 @dataclass
 class Prepared:
     """What every mode's batches share: the loaded target, the draft's source and config (None in AR),
-    the prompts as token ids (and the tokenizer when they were text), in batches of spec.batch_size."""
+    the prompts as token ids, one queue through spec.batch_size refilled rows (and the tokenizer when they were text)."""
 
     target: object                  # a Transformer, or a TPTarget over several devices
     target_src: object
@@ -48,7 +48,6 @@ class Prepared:
     resolved: ResolvedSpec          # all of the above, as saguaro_sim.resolve settled them
     resolved_with: str              # which profile they were resolved with
     threads: int
-    batches: list[list[list[int]]]  # ids in runs of spec.batch_size
 
 
 def prepare(config: RunConfig, stack: ExitStack) -> Prepared:
@@ -71,8 +70,7 @@ def prepare(config: RunConfig, stack: ExitStack) -> Prepared:
     protocol = rs.protocol if spec.mode == "ssd" else None
     return Prepared(target, target_src, draft_src, draft_config, ids, tok, accel, daccel, ddev, rs.fanout,
                     rs.fanout_miss, rs.backup, protocol, rs, resolved_with,
-                    config.threads or 1,      # tiny models: extra intra-op threads only add contention
-                    [ids[i:i + spec.batch_size] for i in range(0, len(ids), spec.batch_size)])
+                    config.threads or 1)      # tiny models: extra intra-op threads only add contention
 
 
 def source_name(src: object) -> str:
