@@ -4,12 +4,16 @@ While held (``first_signal_wins``; nestable, main thread only): the first SIGINT
 through the handler that was in place (SIGTERM with the default handler raises KeyboardInterrupt("SIGTERM"),
 so it unwinds like Ctrl-C); any later one is dropped, so the clean-up the first one started (child
 processes, temp folders, staged outputs) runs to the end and the exit status is the first signal's
-(130 / 143). Inside ``deferred()`` even the first one waits: it is raised when the block ends.
+(130 / 143). Inside ``deferred()`` even the first one waits: it is raised when the block ends; under
+``imports_deferred()`` every first-time import runs inside ``deferred()`` (an extension module interrupted
+half-way through its initialisation can abort the interpreter: torch's does, with SIGABRT).
 """
 
 from __future__ import annotations
 
+import builtins
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,3 +88,26 @@ def deferred() -> Iterator[None]:
             _GUARD.depth -= 1
             if not _GUARD.depth and _GUARD.held and not _GUARD.fired:
                 _GUARD._fire(_GUARD.held.pop(0), None)
+
+
+@contextmanager
+def imports_deferred() -> Iterator[None]:
+    """Hold the policy, and make every import that loads a module wait out SIGINT / SIGTERM until it has
+    finished (the interrupt is raised at the import statement, the module whole); main thread only."""
+    original = builtins.__import__
+
+    def guarded(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and not fromlist and name in sys.modules:     # already loaded: nothing to guard
+            return original(name, globals, locals, fromlist, level)
+        with deferred():
+            return original(name, globals, locals, fromlist, level)
+
+    with first_signal_wins():
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        builtins.__import__ = guarded
+        try:
+            yield
+        finally:
+            builtins.__import__ = original

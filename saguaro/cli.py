@@ -6,6 +6,9 @@ optional dependency) becomes a placeholder that says why. Import heavy dependenc
 not at module level, so every other command stays fast.
 
 Bad input (ConfigError, bad flags) prints one line on stderr naming the field and exits with status 2.
+Interrupts: SIGINT / SIGTERM are blocked from ``main``'s first line until the policy of
+``calibration.interrupts`` is in place (this module imports nothing heavy at its top), and every import after
+that finishes before an interrupt is raised; whatever the point, one line on stderr and exit 130 / 143.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ import argparse
 import importlib
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
-from calibration.errors import ConfigError
-from calibration.interrupts import first_signal_wins
-
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 COMMANDS = ["presets", "simulate", "optimize", "plan", "run", "profile", "calibrate", "autotune", "report"]
 
 class Parser(argparse.ArgumentParser):
@@ -45,9 +47,12 @@ def _placeholder(name: str, reason: str):
 
 def _load(name: str):
     """(add_parser, main) of saguaro.commands.<name>, or a placeholder saying why it is unavailable."""
+    from calibration.interrupts import deferred
+
     modname = f"saguaro.commands.{name}"
     try:
-        mod = importlib.import_module(modname)
+        with deferred():            # a command module imports whole, or not at all
+            mod = importlib.import_module(modname)
     except ModuleNotFoundError as e:
         reason = f"no module {modname}" if e.name == modname else f"missing dependency {e.name!r}"
         return _placeholder(name, reason)
@@ -70,21 +75,47 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (`saguaro`, `python -m saguaro`): returns the process exit status."""
+    mask = None
+    if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread():
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)   # an interrupt waits for the policy
+        if argv is None:            # the program (__main__ may have blocked them already): unblocked after
+            mask = mask - set(SIGNALS)
+    try:
+        from calibration.interrupts import imports_deferred
+
+        with imports_deferred():    # SIGTERM unwinds like Ctrl-C; a second signal waits for the clean-up
+            try:
+                if mask is not None:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one that came meanwhile is raised now
+                    mask = None
+                code = _main(argv)
+            except KeyboardInterrupt as e:  # before a command was chosen (_command catches the command's)
+                print("saguaro: interrupted", file=sys.stderr)
+                code = 143 if e.args == ("SIGTERM",) else 130
+            if code in (130, 143) and argv is None and hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)   # an interrupted program is ending:
+    finally:                                                        # later signals must not change its status
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if code in (130, 143) and argv is None:   # (interpreter shutdown included)
+        for s in SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser, mains = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
-    with first_signal_wins():   # SIGTERM unwinds like Ctrl-C; a second signal waits for the clean-up
-        code = _command(args, mains[args.command])
-    if code in (130, 143) and argv is None:   # an interrupted program is ending: later signals must not
-        for s in (signal.SIGINT, signal.SIGTERM):   # change its status (interpreter shutdown included)
-            signal.signal(s, signal.SIG_IGN)
-    return code
+    return _command(args, mains[args.command])
 
 
 def _command(args: argparse.Namespace, command_main) -> int:
     """Run one command; bad input and interrupts become their exit status."""
+    from calibration.errors import ConfigError
+
     guard = sys.stdout = _StdoutGuard(sys.stdout)
     try:
         code = int(command_main(args) or 0)

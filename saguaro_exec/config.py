@@ -77,6 +77,24 @@ def _check_profile(value: object) -> None:
                           f"{type(value).__name__}", "a preset name | a .json path | calibration.Profile")
 
 
+START_BASE_S, START_PER_GB_S = 60.0, 20.0     # auto start-up bound: interpreter + torch import, then reading
+
+
+def start_timeout(config: RunConfig, source: object) -> float:
+    """Seconds a child process that loads ``source`` may take to start: ``config.start_timeout_s``, else
+    START_BASE_S + START_PER_GB_S per GB of its weights; never more than ``config.timeout_s``."""
+    if config.start_timeout_s is not None:
+        return min(config.start_timeout_s, config.timeout_s)
+    if isinstance(source, str | os.PathLike):
+        from saguaro_exec.io.hub import resolve_checkpoint
+
+        folder = resolve_checkpoint(source)
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.suffix in (".safetensors", ".bin"))
+    else:                                                  # an in-memory Transformer
+        size = sum(t.numel() * t.element_size() for t in source.state_dict().values())
+    return min(START_BASE_S + START_PER_GB_S * size / 1e9, config.timeout_s)
+
+
 def check_vocab(target_vocab: int, draft_vocab: int) -> None:
     """The draft must share the target's vocabulary (tokens are compared id for id)."""
     if target_vocab != draft_vocab:
@@ -93,7 +111,10 @@ class RunConfig:
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
     ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
     in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
-    ``report.faults`` records it. ``inject_fault`` is test-only (faults.py).
+    ``report.faults`` records it. ``start_timeout_s`` bounds a child process's start-up (the draft process, a
+    tensor-parallel worker: interpreter, torch import, connect, load its weights): one still not ready is
+    killed, a draft's start-up failure then being a fault like any other; None = 60 s + 20 s per GB of the
+    model's weights (``start_timeout``). ``inject_fault`` is test-only (faults.py).
     ``ssd_protocol``: "reply" = the draft answers each outcome (hit flags + speculation); "push" = the
     draft sends each speculation cache once built and the verifier looks hits up itself (no message on
     a hit's critical path); "auto" = push unless the cache's q rows (T > 0) exceed 4 MiB per round. ``profile``:
@@ -126,6 +147,7 @@ class RunConfig:
     threads: int | None = None
     inline_draft: bool = False
     draft_timeout_s: float = 5.0
+    start_timeout_s: float | None = None   # child start-up bound (None: from the weights' size)
     fallback: str = "sd"
     inject_fault: str | None = None
     ssd_protocol: str = "auto"
@@ -171,6 +193,8 @@ class RunConfig:
         if not isinstance(self.inline_draft, bool):
             raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
         check_number("draft_timeout_s", self.draft_timeout_s, 0.0, 1e7, lo_open=True)
+        if self.start_timeout_s is not None:
+            check_number("start_timeout_s", self.start_timeout_s, 0.0, 1e7, lo_open=True)
         check_choice("fallback", self.fallback, FALLBACKS)
         if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
             raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")

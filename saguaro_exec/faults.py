@@ -4,7 +4,8 @@ hook that makes the SSD draft process misbehave at a chosen round (real kills, r
 Injection text (``RunConfig.inject_fault``): ``KIND@N`` where N counts the draft's replies over the whole
 run (0 = the first speculation of the first batch) and KIND is ``die`` (SIGKILL itself), ``sleep=S``
 (sleep S seconds before replying), ``garble`` (send a reply with out-of-range tokens and flags) or
-``raise`` (raise an exception: the traceback reaches the verifier).
+``raise`` (raise an exception: the traceback reaches the verifier). ``KIND@start`` (die, sleep, raise)
+misbehaves at start-up instead, before the draft connects (``sleep`` there: a draft hung at start-up).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from calibration.errors import ConfigError
 
 FAULT_KINDS = ("died", "timeout", "malformed", "error")
 FALLBACKS = ("sd", "ar", "none")
-_SPEC = re.compile(r"^(die|garble|raise|sleep=(\d+(?:\.\d*)?))@(\d+)$")
+_SPEC = re.compile(r"^(die|garble|raise|sleep=(\d+(?:\.\d*)?))@(\d+|start)$")
 
 
 class RunError(RuntimeError):
@@ -58,10 +59,11 @@ class FaultRecord:
 
 @dataclass(frozen=True)
 class InjectedFault:
-    """A parsed ``inject_fault`` text: apply ``kind`` just before the draft's reply number ``at``."""
+    """A parsed ``inject_fault`` text: apply ``kind`` just before the draft's reply number ``at`` (or at
+    start-up: ``at`` = "start")."""
 
     kind: str
-    at: int
+    at: int | str
     seconds: float = 0.0
 
 
@@ -70,25 +72,36 @@ def parse_fault(text: str | None) -> InjectedFault | None:
     if text is None:
         return None
     m = _SPEC.match(text) if isinstance(text, str) else None
-    if m is None:
-        raise ConfigError("inject_fault", f"cannot parse {text!r}", "die@N | sleep=S@N | garble@N | raise@N")
-    kind = m.group(1).split("=")[0]
-    return InjectedFault(kind, int(m.group(3)), float(m.group(2) or 0.0))
+    allowed = "die@N | sleep=S@N | garble@N | raise@N (N a reply number, or start)"
+    if m is None or m.group(1) == "garble" and m.group(3) == "start":
+        raise ConfigError("inject_fault", f"cannot parse {text!r}", allowed)
+    kind, at = m.group(1).split("=")[0], m.group(3)
+    return InjectedFault(kind, at if at == "start" else int(at), float(m.group(2) or 0.0))
+
+
+def apply_start_fault(fault: InjectedFault | None) -> None:
+    """Draft side, first thing in its body: misbehave as planned at start-up (before it connects)."""
+    if fault is not None and fault.at == "start":
+        _misbehave(fault, "start-up")
 
 
 def apply_fault(fault: InjectedFault | None, reply_index: int, reply: object, vocab: int) -> object:
     """Draft side: misbehave as planned when sending reply number ``reply_index``; returns the reply to send."""
     if fault is None or fault.at != reply_index:
         return reply
+    _misbehave(fault, f"reply {reply_index}")
+    if fault.kind == "garble":
+        reply.tokens = reply.tokens.clone().fill_(vocab + 1000)
+        if hasattr(reply, "hit"):                      # a reply (a pushed speculation cache has no flags)
+            reply.hit = reply.hit.float().fill_(0.5)
+    return reply
+
+
+def _misbehave(fault: InjectedFault, where: str) -> None:
     if fault.kind == "die":
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(10)                                 # never reached: SIGKILL is not deliverable late
     if fault.kind == "sleep":
         time.sleep(fault.seconds)
     if fault.kind == "raise":
-        raise RuntimeError(f"injected draft failure at reply {reply_index}")
-    if fault.kind == "garble":
-        reply.tokens = reply.tokens.clone().fill_(vocab + 1000)
-        if hasattr(reply, "hit"):                      # a reply (a pushed speculation cache has no flags)
-            reply.hit = reply.hit.float().fill_(0.5)
-    return reply
+        raise RuntimeError(f"injected draft failure at {where}")

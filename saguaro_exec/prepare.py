@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from calibration.errors import ConfigError
-from saguaro_exec.config import RunConfig, check_prompt_ids, check_vocab
+from saguaro_exec.config import RunConfig, check_prompt_ids, check_vocab, start_timeout
 from saguaro_exec.devices import check_present
 from saguaro_exec.model.accel import Accel, resolve_accel
 from saguaro_exec.speculator.process import load_source
@@ -116,5 +116,5 @@ def _load_target(config: RunConfig, src: object, stack: ExitStack):
     if len(devices) == 1:
         return load_source(src, config.device, config.dtype)
     args = TPArgs(source=src, devices=devices, dtype=config.dtype, threads=config.threads or 1,
-                  timeout_s=config.timeout_s)
+                  timeout_s=config.timeout_s, start_timeout_s=start_timeout(config, src))
     return stack.enter_context(TPTarget(args))

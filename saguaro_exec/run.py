@@ -14,7 +14,7 @@ import torch
 
 from calibration.errors import ConfigError
 from calibration.measurements import Measurements
-from saguaro_exec.config import RunConfig, check_prompt_ids
+from saguaro_exec.config import RunConfig, check_prompt_ids, start_timeout
 from saguaro_exec.engine.ar import run_ar
 from saguaro_exec.engine.fallback import Fallback
 from saguaro_exec.engine.rounds import BatchResult
@@ -111,7 +111,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
     queue, width = [p.ids], min(spec.batch_size, len(p.ids))   # one queue, refilled rows (both sides)
     args = DraftArgs(source=p.draft_src, device=p.draft_device, dtype=config.dtype, batches=queue, ws=ws,
                      seed=config.seed, t_start=dec.t_start, threads=p.threads, timeout_s=config.timeout_s,
-                     fault=config.inject_fault, width=width)
+                     fault=config.inject_fault, width=width, start_timeout_s=start_timeout(config, p.draft_src))
     args.protocol = p.protocol
     args.transport = meta["transport"] = "inline" if config.inline_draft else \
         resolve_transport(config.transport, [*config.resolved_target_devices, p.draft_device])

@@ -4,7 +4,7 @@ Parent side, ``Supervisor``: a TCPStore on a free port, a temp folder (the args 
 child), ranks 1..world-1 spawned as fresh interpreters in their own session (a Ctrl-C reaches only the
 parent, which stops them) that die with the parent from their first instruction (PR_SET_PDEATHSIG, set
 between fork and exec), start-up watched until every child reports a store key (a child that exits, or
-stays stopped (SIGSTOP) for ``stall_s``, fails it at once; ``timeout_s`` bounds the whole wait), a
+stays stopped (SIGSTOP) for ``stall_s``, fails it at once; ``start_s`` from the spawn bounds it all), a
 watchdog that kills a child stopped for ``stall_s`` at any time (so no collective waits for it), close
 (grace, terminate, kill), abort, and removal of the temp folder on every exit path: while there are
 children the interrupt policy of ``calibration.interrupts`` holds (a second signal never cuts the
@@ -120,11 +120,15 @@ class SupervisedContext:
 
 class Supervisor:
     """Child ranks 1..world-1 running ``target`` ("module:function", called as f(rank, port, workdir));
-    ``what`` names them in errors ("draft process", "tensor-parallel worker"). See the module docstring."""
+    ``what`` names them in errors ("draft process", "tensor-parallel worker"); ``timeout_s`` is the store's
+    (and the start-up bound ``start_s`` when that is None). See the module docstring."""
 
-    def __init__(self, what: str, prefix: str, target: str, world: int, timeout_s: float, stall_s: float) -> None:
+    def __init__(self, what: str, prefix: str, target: str, world: int, timeout_s: float, stall_s: float,
+                 start_s: float | None = None) -> None:
         self.what, self.prefix, self.target, self.world = what, prefix, target, world
         self.timeout_s, self.stall_s = timeout_s, stall_s
+        self.start_s = timeout_s if start_s is None else start_s
+        self._started = time.monotonic()
         self.procs: list[subprocess.Popen] = []
         self.store: dist.TCPStore | None = None
         self.tmp: str | None = None
@@ -157,6 +161,7 @@ class Supervisor:
                     [sys.executable, "-m", "saguaro_exec.child", str(os.getpid()), self.target, str(rank),
                      str(self.store.port), self.tmp], env=env, start_new_session=True, preexec_fn=preexec,
                     pass_fds=pass_fds))
+        self._started = time.monotonic()
         self._watchdog = threading.Thread(target=self._watch, name=f"{self.prefix}watchdog", daemon=True)
         self._watchdog.start()
         return self.store
@@ -177,15 +182,15 @@ class Supervisor:
 
     def wait_for(self, key: str, doing: str) -> None:
         """Until every child has set ``{key}_{rank}`` in the store (see ``report``); ChildFailed as soon
-        as one exits or is killed as stopped, or after timeout_s."""
+        as one exits or is killed as stopped, or once start_s has passed since the spawn."""
         keys = [f"{key}_{r}" for r in self.ranks]
-        deadline = time.monotonic() + self.timeout_s
         while not self.store.check(keys):
             failed = self.failure()
             if failed is not None:
                 raise failed
-            if time.monotonic() > deadline:
-                raise ChildFailed(self.what, None, f"did not {doing} within {self.timeout_s} s")
+            if time.monotonic() > self._started + self.start_s:
+                raise ChildFailed(self.what, None, f"did not {doing} within the start-up timeout of "
+                                  f"{self.start_s:g} s")
             time.sleep(POLL_S)
 
     def failure(self, wait_s: float = 0.0) -> ChildFailed | None:

@@ -25,7 +25,7 @@ from saguaro.commands.common import (
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
-             "threads", "draft_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol",
+             "threads", "draft_timeout_s", "start_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol",
              "transport", "check_lossless")
 
 
@@ -56,6 +56,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--threads", type=integer(), help="torch threads per process (default 1)")
     r.add_argument("--draft-timeout-s", type=number(), help="seconds the verifier waits for a draft reply, and the "
                    "longest a draft process may stay stopped, start-up included (default 5)")
+    r.add_argument("--start-timeout-s", type=number(), help="seconds a child process (the SSD draft, a tensor-"
+                   "parallel worker) may take to start (interpreter, torch import, connect, load its weights), "
+                   "then it is killed; for the draft a fault like any other (default 60 + 20 per GB of weights)")
     r.add_argument("--fallback", help="after a draft fault: sd | ar | none (default sd)")
     r.add_argument("--hardware", help="hardware preset for the achieved-vs-peak shares: a100 | h100 | h200 | "
                                       "b200 | mi300x (default: detected on CUDA; on CPU peak unknown)")
@@ -138,20 +141,19 @@ def main(args: argparse.Namespace) -> int:
     flags = {n: flag(n) for n in RUN_FLAGS if getattr(args, n) is not None}
     if args.prompt is not None:
         flags["prompts"] = "--prompt"
-    with StagedDir(args.out) as d:       # checked and staged before the run; renamed into place after it
-        try:
+    try:
+        with StagedDir(args.out) as d:   # checked and staged before the run; renamed into place after it
             with flag_errors(flags):
                 report = run(config)
-        except RunError as e:
-            done = 0 if e.partial is None else len(e.partial.token_ids)
-            print(f"saguaro run: failed: {' '.join(str(e).split())} ({done} sequences were complete)",
-                  file=sys.stderr)
-            return 1
-        doc = {"spec": config.spec.to_dict(), **report.summary(), "texts": report.texts}
-        if d is not None:
-            report.to_json(d / "report.json")
-            config.spec.save(d / "spec.toml")
-            report.chrome_trace(d / "trace.json")
+            doc = {"spec": config.spec.to_dict(), **report.summary(), "texts": report.texts}
+            if d is not None:
+                report.to_json(d / "report.json")
+                config.spec.save(d / "spec.toml")
+                report.chrome_trace(d / "trace.json")
+    except RunError as e:                # raised through the staging, which removes the staged folder
+        done = 0 if e.partial is None else len(e.partial.token_ids)
+        print(f"saguaro run: failed: {' '.join(str(e).split())} ({done} sequences were complete)", file=sys.stderr)
+        return 1
     if args.json:
         print_json(doc)
         return 0

@@ -75,7 +75,7 @@ class ProcessLink(SupervisedContext):
         self._t_open = time.monotonic()
         stall = a.timeout_s if self.reply_timeout_s is None else self.reply_timeout_s
         self._sup = Supervisor("draft process", "saguaro-draft-", "saguaro_exec.speculator.process:serve", 2,
-                               a.timeout_s, stall)
+                               a.timeout_s, stall, a.start_timeout_s)
         if a.transport == "shm":         # the channel's descriptor is inherited by the draft at spawn
             self._channel = open_channel(a.ws, self.vocab, a.batches, alive=self._sup.alive)
             a = dataclasses.replace(a, shm_fd=self._channel.fd)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from saguaro_exec.faults import apply_fault, parse_fault
+from saguaro_exec.faults import apply_fault, apply_start_fault, parse_fault
 from saguaro_exec.sampling import batch_generator
 from saguaro_exec.spawn import ARGS, join, report
 from saguaro_exec.speculator.protocol import (
@@ -47,6 +47,7 @@ class DraftArgs:
     transport: str = "gloo"        # "gloo" | "shm" (transport.py); shm_fd: the inherited channel
     shm_fd: int | None = None
     width: int | None = None       # rows per batch, refilled from the batch's prompts (None: one per prompt)
+    start_timeout_s: float | None = None   # the parent's bound on this process's start-up (None: timeout_s)
 
 
 def load_source(source: object, device: str, dtype: str):
@@ -69,11 +70,13 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     """Connect (store key ``up``), load the model (``ready``), then per batch: start, and (build, answer)
     per round."""
     torch.set_num_threads(max(1, args.threads))
+    fault = parse_fault(args.fault)
+    apply_start_fault(fault)
     store = join(port, 2, rank, args.timeout_s)
     pg = draft_group(args.transport, args.shm_fd, port, rank, args.timeout_s, store)
     model = load_source(args.source, args.device, args.dtype)
     report(store, "ready", rank)
-    fault, n_sent, vocab = parse_fault(args.fault), 0, model.config.vocab_size
+    n_sent, vocab = 0, model.config.vocab_size
     serve_batch = _serve_push if args.protocol == "push" else _serve_reply
     for bi, prompts in enumerate(args.batches):
         gen = batch_generator(args.seed, bi, "draft", args.device)

@@ -29,6 +29,7 @@ class TPArgs:
     threads: int
     timeout_s: float
     fault: int | None = None       # test-only: rank 1 raises at its fault-th forward (0-based)
+    start_timeout_s: float | None = None   # rank 0's bound on the workers' start-up (None: timeout_s)
 
 
 def backend(devices: list[str]) -> str:

@@ -41,7 +41,7 @@ class TPTarget(SupervisedContext):
             args.fault = int(os.environ[FAULT_ENV])
         self.args = args
         self._sup = Supervisor("tensor-parallel worker", "saguaro-tp-", "saguaro_exec.tp.worker:serve",
-                               len(args.devices), args.timeout_s, STALL_S)
+                               len(args.devices), args.timeout_s, STALL_S, args.start_timeout_s)
         self.group = None
         self._caches: weakref.WeakValueDictionary[int, KVCache] = weakref.WeakValueDictionary()
         self._next_id = 0
