@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from test_exec_processes import alive, children
@@ -15,10 +17,11 @@ from test_spawn import TP_ROLE, Signaller, _tp_loaded, tmpdir_for_children  # no
 
 from saguaro import cli
 
+pytestmark = pytest.mark.usefixtures("tmpdir_for_children")   # children's temp folders: a fresh one
+
 
 @pytest.mark.parametrize("sig, mode", [(signal.SIGKILL, "ar"), (signal.SIGKILL, "ssd"), (signal.SIGSTOP, "ar")])
-def test_dead_or_stopped_tp_worker_fails_the_cli_run_in_one_line(monkeypatch, capsys, tmp_path,
-                                                                  tmpdir_for_children, sig, mode):  # noqa: F811
+def test_dead_or_stopped_tp_worker_fails_the_cli_run_in_one_line(monkeypatch, capsys, tmp_path, sig, mode):
     monkeypatch.setattr("saguaro_exec.tp.target.STALL_S", 1.0)
     before = children(os.getpid())
     out = tmp_path / "out"
@@ -38,4 +41,4 @@ def test_dead_or_stopped_tp_worker_fails_the_cli_run_in_one_line(monkeypatch, ca
     assert err.startswith("saguaro run: failed: tensor-parallel worker 1 failed") and how in err, err
     assert children(os.getpid()) <= before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]     # no out/, no staged .out.tmp-*
-    assert list(tmpdir_for_children.iterdir()) == []
+    assert list(Path(tempfile.gettempdir()).iterdir()) == []
