@@ -94,11 +94,19 @@ def deferred() -> Iterator[None]:
 def imports_deferred() -> Iterator[None]:
     """Hold the policy, and make every import that loads a module wait out SIGINT / SIGTERM until it has
     finished (the interrupt is raised at the import statement, the module whole); main thread only."""
-    original = builtins.__import__
+    original, modules = builtins.__import__, sys.modules
 
     def guarded(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0 and not fromlist and name in sys.modules:     # already loaded: nothing to guard
-            return original(name, globals, locals, fromlist, level)
+        loaded = modules.get(name) if level == 0 else None
+        if loaded is not None:                   # the fast path (an import in a function, run again)
+            if not fromlist:
+                return original(name, globals, locals, fromlist, level)
+            names = loaded.__dict__
+            for n in fromlist:
+                if n not in names:
+                    break
+            else:
+                return original(name, globals, locals, fromlist, level)
         with deferred():
             return original(name, globals, locals, fromlist, level)
 
