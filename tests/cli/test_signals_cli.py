@@ -37,6 +37,18 @@ def _saguaro_holds_signals(pid: int) -> bool:
     return bool(_mask(pid, "SigBlk") & SIGINT_BIT or _mask(pid, "SigCgt") & SIGTERM_BIT)
 
 
+def _processes_under(folder: Path) -> list[int]:
+    """Live processes whose command line names ``folder`` (a run's children carry their temp folder in it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(folder).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def _interrupt_at(tmp_path: Path, delay_s: float, sig: int) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "saguaro", "run", "--max-new-tokens", "4", "--prompt", "x"],
@@ -68,4 +80,5 @@ def test_an_interrupt_anywhere_in_start_up_exits_cleanly_in_one_line(tmp_path, s
         if rc == code:
             assert err in ("saguaro: interrupted\n", "saguaro run: interrupted\n"), err
         assert list(tmp_path.iterdir()) == []                 # no draft temp folder, no output
+        assert _processes_under(tmp_path) == []               # no draft process left behind
     assert any(rc == code for _, rc in seen), seen             # the interrupts did land during the run
