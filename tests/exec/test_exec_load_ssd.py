@@ -85,3 +85,17 @@ def test_draft_mirrors_the_refilled_rows(tmp_path):
     assert any(r.get("refill") for r in rows[1:])
     assert all(a == 3 for r in rows for a in r["accepted"]), [r["accepted"] for r in rows]
     _admitted_after_arrival(rep)
+
+
+@pytest.mark.parametrize("fallback", ["sd", "ar"])
+def test_draft_fault_under_load_finishes_in_process(fallback, tmp_path):
+    """The draft dies mid-run with requests still to arrive: the in-process fallback takes the verifier's
+    rows (idle ones included) and its queue with the arrival times, and every output is still greedy."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_s": a, "prompt_tokens": 4, "output_tokens": 8}) + "\n"
+                             for a in (0.0, 0.05, 0.1, 0.3, 0.35, 0.5)))
+    rep = _ssd({"trace": str(trace)}, batch=3, n_new=8, inject_fault="die@3", fallback=fallback)
+    assert rep.faults and rep.faults[0]["fallback"] == fallback
+    assert rep.token_ids == [plain_greedy(TARGET, (p * 2)[:4], 8) for p in PROMPTS]
+    for rid, (a, t) in enumerate(zip(rep.per_request["arrival_s"], rep.per_request["ttft_s"])):
+        assert t > 0, (rid, a, t)
