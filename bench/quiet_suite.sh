@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep4 exec_tiny handoff peers fidelity sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,7 @@ OUT=${1:?OUT_DIR}; shift
 mkdir -p "$OUT"
 PY=${PY:-.venv/bin/python}
 export PYTHONPATH=$PWD
-steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity sim demo)
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 quiet() {
   local _ u n sy i io irq sirq st; read -r _ u n sy i io irq sirq st _ < /proc/stat; local t1=$((u+n+sy+i+io+irq+sirq+st)) s1=$st; sleep 3
   read -r _ u n sy i io irq sirq st _ < /proc/stat; local t2=$((u+n+sy+i+io+irq+sirq+st))
@@ -27,6 +27,7 @@ for s in "${steps[@]}"; do
     handoff)   $PY bench/bench_handoff.py --repeats 3 --gc on,freeze --out "$OUT/bench_handoff.json" > "$OUT/bench_handoff.txt" 2>&1 ;;
     peers)     $PY bench/bench_peers.py --no-progress --out "$OUT/bench_peers.json" > "$OUT/bench_peers.txt" 2>&1 ;;
     fidelity)  $PY bench/bench_fidelity.py --repeats 3 --save "$OUT/fidelity-runs" --out "$OUT/fidelity.json" > "$OUT/fidelity.txt" 2>&1 ;;
+    load)      $PY bench/bench_load.py --repeats 3 --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
     demo)      make demo > "$OUT/demo.txt" 2>&1 ;;
     sim)       $PY bench/bench_sim.py --out "$OUT/bench_sim.json" > "$OUT/bench_sim.txt" 2>&1 ;;
   esac

@@ -121,8 +121,9 @@ class RunConfig:
     the spec's open choices (fan-outs, backup "auto", protocol "auto") are settled by saguaro_sim.resolve with
     this profile, the planner's call; None = the shipped cpu-tinypair preset (meta says which). ``hardware``: a
     calibration.hardware preset whose peaks the achieved bandwidth and FLOP/s are compared with (default:
-    detected from the CUDA device name; on CPU none, peak unknown). ``arrivals`` (load mode, AR and SD): requests
-    arrive on the wall clock (Poisson or a trace, measure/load.py) and idle rows wait for them. ``target_devices``: the target split
+    detected from the CUDA device name; on CPU none, peak unknown). ``arrivals`` (load mode, AR, SD and SSD): requests
+    arrive on the wall clock (Poisson or a trace, measure/load.py) and idle rows wait for them (SSD: the
+    outcome tells the draft which rows take an arrived request; with no row live the verifier sleeps). ``target_devices``: the target split
     over these by tensor parallelism (rank 0, the verifier, on ``device`` = target_devices[0]; gloo on CPU,
     NCCL on CUDA); None runs it on ``device`` alone. ``transport``: what carries the SSD messages, "shm" =
     shared memory on this host, "gloo" = a gloo group; "auto" = shm when target and draft run on the CPU
@@ -199,9 +200,6 @@ class RunConfig:
         if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
             raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
         self.arrivals = Arrivals.of(self.arrivals)
-        if self.arrivals is not None and self.spec.mode == "ssd":
-            # SSD's draft refills rows by a rule on the outcome's done flags, blind to the verifier's clock
-            raise ConfigError("arrivals", "load mode runs AR and SD so far", "mode = \"ar\" | \"sd\"")
         if self.hardware is not None:
             if not isinstance(self.hardware, str):
                 raise ConfigError("hardware", f"expected a preset name, got {type(self.hardware).__name__}",

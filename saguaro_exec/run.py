@@ -106,12 +106,17 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
     """Batches through the draft process (or in this process with ``inline_draft``); after a draft fault
     the rest run in-process by ``fb``."""
     spec = config.spec
+    dec, q = _queue(config, p, dec)
+    prompts, arrivals, out_lens = q.get("prompts", p.ids), q.get("arrivals"), q.get("out_lens")
     ws = WorkerSpec(k=spec.k, fanout=p.fanout, fanout_miss=p.fanout_miss, sampler_c=spec.sampler_c, backup=p.backup,
-                    temperature=spec.temperature, max_new=config.max_new_tokens, accel=p.daccel)
-    queue, width = [p.ids], min(spec.batch_size, len(p.ids))   # one queue, refilled rows (both sides)
+                    temperature=spec.temperature, max_new=dec.max_new, accel=p.daccel)
+    queue, width = [prompts], min(spec.batch_size, len(prompts))   # one queue, refilled rows (both sides)
+    first = None if arrivals is None else min(width, sum(a <= 0.0 for a in arrivals))   # rows taken at t = 0
+    fb.max_new = dec.max_new                                      # a trace's longest output sizes every cache
     args = DraftArgs(source=p.draft_src, device=p.draft_device, dtype=config.dtype, batches=queue, ws=ws,
                      seed=config.seed, t_start=dec.t_start, threads=p.threads, timeout_s=config.timeout_s,
-                     fault=config.inject_fault, width=width, start_timeout_s=start_timeout(config, p.draft_src))
+                     fault=config.inject_fault, width=width, first_rows=first,
+                     start_timeout_s=start_timeout(config, p.draft_src))
     args.protocol = p.protocol
     args.transport = meta["transport"] = "inline" if config.inline_draft else \
         resolve_transport(config.transport, [*config.resolved_target_devices, p.draft_device])
@@ -130,7 +135,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
             synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and partial(link_candidates, link))
             yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth,
-                          width=width)
+                          width=width, arrivals=arrivals, out_lens=out_lens)
 
 
 _MODES = {"ar": _ar_batches, "sd": _sd_batches, "ssd": _ssd_batches}

@@ -76,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="at temperature 0, compare every output with the target's greedy decoding; fail on a "
                         "difference")
     add_synthetic_args(p.add_argument_group("synthetic acceptance (timing only, not lossless)"))
-    ld = p.add_argument_group("load mode (AR / SD): requests arrive on the wall clock, rows refilled as they finish")
+    ld = p.add_argument_group("load mode (AR / SD / SSD): requests arrive on the wall clock, rows refilled as they finish")
     ld.add_argument("--qps", type=float, help="Poisson arrivals at this many requests/s (inf: all at once); "
                                               "with --trace, the trace's clock rescaled to this rate")
     ld.add_argument("--trace", metavar="FILE", help="JSONL trace: {arrival_s, prompt_tokens, output_tokens} per line, "

@@ -13,6 +13,8 @@ whether r's outcome hit.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
@@ -68,20 +70,26 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
 
 
 def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, k: int, gen: torch.Generator,
-            on_fault=None, accel=None, synthetic=None, width: int | None = None) -> BatchResult:
+            on_fault=None, accel=None, synthetic=None, width: int | None = None, arrivals: list[float] | None = None,
+            out_lens: list[int] | None = None) -> BatchResult:
     """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
-    ``width`` rows (default: one per prompt) work through ``prompts``: a finished row takes the next prompt
-    at the round boundary (in place, row order: the draft applies the same rule, state.refill_rows).
+    ``width`` rows (default: one per prompt) work through ``prompts``: a finished row takes the next arrived
+    prompt at the round boundary (in place, row order; the outcome marks the refilled rows and the draft
+    applies the same rule, state.refill_rows). ``arrivals`` (load mode, seconds from the start): rows not
+    yet taken idle as finished one-token rows, and with no row live the verifier sleeps until the next
+    arrival before it sends the outcome; ``out_lens``: per-request max new tokens.
     A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
     finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py).
     ``synthetic``: timing-only outcomes whose bonus tokens come from the link's cache (engine/synthetic.py)."""
     ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel,
-                   width=len(prompts) if width is None else width)
+                   width=len(prompts) if width is None else width, out_lens=out_lens)
     ver.synthetic = synthetic
     now = dec.now
     start_s = now()
-    ver.state.arrive_from(start_s, None)
-    ver.apply_refill(*ver.state.refill(start_s, movable=False))
+    ver.state.arrive_from(start_s, arrivals)
+    moves, first = ver.state.refill(start_s, movable=False)    # the draft starts the same rows (first_rows)
+    ver.state.pad_idle()
+    ver.apply_refill(moves, first)
     events = [event("prefill", "verifier", start_s, now())]
     log: list[tuple] = []       # per round: times, live rows, outcome and the reply it verified; rows and
     replies: list[Reply] = []   # events are built after the batch, off the critical path between verifies
@@ -102,11 +110,12 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             stop = ver.state.all_done()
             done = list(ver.state.done)
             fresh = ver.state.refill(t2, movable=False)[1]      # the slots' new prompts, prefilled after the send
+            idle = _await_arrival(ver.state, fresh, now, events, r) if not stop else 0.0
             try:
                 link.send(acc, bonus, done, stop, tuple(fresh))
             finally:
                 t3 = now()
-                log.append((r, t0, t1, t2, t3, live, ctx, acc, rids, admitted))
+                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
             t0, r = now(), r + 1
             admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}
@@ -123,3 +132,18 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     end = now()
     return BatchResult(ver.state.outputs(), rounds, events, start_s, end - start_s,
                        **request_times(ver.state, rounds, start_s))
+
+
+def _await_arrival(state, fresh: list[int], now, events: list[dict], r: int) -> float:
+    """With no row live (load mode, the queue not empty), sleep until the next request arrives and admit
+    it into ``fresh`` (the outcome then carries it): no round runs on idle rows alone. Returns the seconds
+    slept, which the round's own time leaves out (its finished requests ended before)."""
+    if state.live() or state.next_arrival() is None:
+        return 0.0
+    t0 = now()
+    while not state.live():
+        time.sleep(max(0.0, state.next_arrival() - now()))
+        fresh += state.refill(now(), movable=False)[1]
+    t1 = now()
+    events.append(event("idle", "verifier", t0, t1, round=r))
+    return t1 - t0

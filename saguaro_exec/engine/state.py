@@ -57,6 +57,9 @@ class Sequence:
         return self.tokens[self.prompt_len:][: self.max_new]
 
 
+IDLE_ROW = [0]       # what a row without a request holds (SSD under load: both sides keep every row)
+
+
 def refill_rows(done: list[bool], left: int) -> list[int]:
     """The rule both sides of SSD apply without a message: finished rows, in row order, take the next
     ``left`` prompts of the queue (what ``BatchState.refill`` does in place when every request has arrived)."""
@@ -129,6 +132,12 @@ class BatchState:
 
     def all_done(self) -> bool:
         return self.next == len(self.requests) and all(s.done for s in self.slots)
+
+    def pad_idle(self) -> None:
+        """Fill the free slots, up to ``width``, with finished one-token rows no request owns (SSD keeps a
+        fixed row count on both sides; ``refill`` gives these slots to arriving requests first, in row order)."""
+        while len(self.slots) < self.width:
+            self.slots.append(Sequence(list(IDLE_ROW), len(IDLE_ROW), 0, done=True, rid=-1))
 
     def refill(self, now_s: float, movable: bool = True) -> tuple[list[tuple[int, int]], list[int]]:
         """Give finished slots (then free ones, up to ``width``) to the requests arrived by ``now_s``; with

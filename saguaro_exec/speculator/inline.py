@@ -32,10 +32,13 @@ class InlineLink:
         a = self.args
         gen = batch_generator(a.seed, self._batch, "draft", a.device)
         self.worker = DraftWorker(self.model, a.batches[self._batch], a.ws, gen, a.t_start, width=a.width)
+        if a.first_rows is not None:
+            self.worker.admitted = a.first_rows
         return self.worker.start()
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
         self._outcome = (acc, bonus, done)
+        self.worker.admitted = self.worker.next + len(fresh)
 
     def recv(self) -> Reply:
         if not self.built:                  # the synthetic mode builds before the outcome (engine/synthetic.py)

@@ -165,7 +165,7 @@ class ProcessLink(SupervisedContext):
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
         """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows."""
-        self._out = outcome_tensor(acc, bonus, done, stop)             # kept alive until sent
+        self._out = outcome_tensor(acc, bonus, done, stop, fresh)      # kept alive until sent
         self._live = [not d or b in fresh for b, d in enumerate(done)]
         try:
             self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
@@ -235,7 +235,7 @@ class PushLink(ProcessLink):
         """Send the outcome (for the draft's next build), keep it for the lookup; ``fresh`` rows miss."""
         if self._sending is not None:              # the previous outcome's send (long done by now)
             self._wait_posted(self._sending)
-        self._out = outcome_tensor(acc, bonus, done, stop)
+        self._out = outcome_tensor(acc, bonus, done, stop, fresh)
         self._acc, self._bonus, self._stop = acc, bonus, stop
         self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)
         try:

@@ -48,6 +48,7 @@ class DraftArgs:
     shm_fd: int | None = None
     width: int | None = None       # rows per batch, refilled from the batch's prompts (None: one per prompt)
     start_timeout_s: float | None = None   # the parent's bound on this process's start-up (None: timeout_s)
+    first_rows: int | None = None  # load mode: requests with a row at the start (those arriving at t = 0)
 
 
 def load_source(source: object, device: str, dtype: str):
@@ -81,6 +82,8 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     for bi, prompts in enumerate(args.batches):
         gen = batch_generator(args.seed, bi, "draft", args.device)
         worker = DraftWorker(model, prompts, args.ws, gen, args.t_start, width=args.width)
+        if args.first_rows is not None:
+            worker.admitted = args.first_rows
         pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
         outcome = torch.zeros(worker.drafter.width, 4, dtype=torch.long)
         n_sent = serve_batch(pg, worker, fault, n_sent + 1, vocab, pending, outcome)
@@ -95,7 +98,8 @@ def _serve_reply(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int,
             work.wait()                      # progresses, so never block on it before building
         pg.recv([outcome], 0, TAG).wait()    # (posting this before the build delays the reply's
                                              # delivery until the build ends: measured)
-        acc, bonus, done, stop = unpack_outcome(outcome)
+        acc, bonus, done, stop, n_fresh = unpack_outcome(outcome)
+        worker.admitted = worker.next + n_fresh
         pending = _send(pg, apply_fault(fault, n_sent, worker.answer(acc, bonus, done), vocab))
         n_sent += 1
         if stop:
@@ -129,7 +133,8 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
         t_wait = now()
         pg.recv([outcome], 0, TAG).wait()
         seen = {"outcome_seen": (t_wait, now())}
-        acc, bonus, done, stop = unpack_outcome(outcome)
+        acc, bonus, done, stop, n_fresh = unpack_outcome(outcome)
+        worker.admitted = worker.next + n_fresh
         reply = worker.answer(acc, bonus, done)
         if bool(reply.from_backup.any()):             # a live row missed: its backup speculation
             pending += _send(pg, apply_fault(fault, n_sent, reply, vocab))

@@ -4,7 +4,9 @@ the tags, the message formats, their pack/unpack, and the one cache lookup both 
 Every message is one fixed-shape tensor, so each is a single gloo point-to-point send, and each kind has
 its own tag, so a receiver can post all its receives before the sender is ready:
 
-- outcome (verifier -> draft, TAG): int64 [B, 4] = (accepted k, bonus token t*, done, stop) per row.
+- outcome (verifier -> draft, TAG): int64 [B, 4] = (accepted k, bonus token t*, done, stop) per row; done is
+  2 for a finished row that takes the next request of the queue now (a refill; load mode admits only
+  requests that have arrived, so the draft cannot infer how many from the done flags alone).
 - reply (draft -> verifier, TAG): float64 [B+1, W]; row b = (hit, bonus rank, from_backup, K tokens),
   the last row = phase (start, end) pairs in seconds since the run start (NaN: phase absent). At
   temperature > 0 a second float32 [B, K, V] message (TAG_Q) carries the q rows: the verifier needs the
@@ -63,18 +65,20 @@ def max_branches(fanout: tuple[int, ...], fanout_miss: tuple[int, ...]) -> int:
 
 # ---- outcome and reply ----
 
-def outcome_tensor(acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool) -> torch.Tensor:
-    """Pack the verifier's per-sequence outcome key (k, t*) plus done/stop flags (one tensor build:
-    this is on every round's critical path)."""
+def outcome_tensor(acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool,
+                   fresh: tuple = ()) -> torch.Tensor:
+    """Pack the verifier's per-sequence outcome key (k, t*) plus done/stop flags, done = 2 on the rows in
+    ``fresh`` (refilled now; one tensor build: this is on every round's critical path)."""
     st = int(stop)
-    return torch.tensor([[a, t, int(d), st] for a, t, d in zip(acc.tolist(), bonus.tolist(), done)],
-                        dtype=torch.long)
+    return torch.tensor([[a, t, 2 if b in fresh else int(d), st]
+                         for b, (a, t, d) in enumerate(zip(acc.tolist(), bonus.tolist(), done))], dtype=torch.long)
 
 
-def unpack_outcome(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[bool], bool]:
+def unpack_outcome(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[bool], bool, int]:
+    """(accepted, bonus, done flags, stop, how many rows take a new request now)."""
     rows = t.tolist()
     return (torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows]),
-            [bool(r[2]) for r in rows], bool(rows[0][3]))
+            [bool(r[2]) for r in rows], bool(rows[0][3]), sum(r[2] == 2 for r in rows))
 
 
 def reply_width(k: int) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from saguaro_exec.engine.drafter import Drafter
-from saguaro_exec.engine.state import refill_rows
+from saguaro_exec.engine.state import IDLE_ROW, refill_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device
@@ -46,6 +46,7 @@ class DraftWorker:
         # ``width`` rows over the queue ``prompts``: a finished row takes the next prompt (state.refill_rows)
         self.queue, bsz = prompts, len(prompts) if width is None else width
         self.next = 0
+        self.admitted = len(prompts)   # requests given a row so far by the verifier (load mode: only arrived ones)
         self.drafter = Drafter(model, prompts, ws.k, ws.temperature, ws.sampler_c, gen, ws.max_new,
                                tree_slots(ws.k, branches), ws.accel, width=bsz)
         self.primary = torch.tensor(ws.fanout, dtype=torch.long).expand(bsz, -1)
@@ -70,9 +71,10 @@ class DraftWorker:
         """Prefill the prompts and make the first speculation with the backup."""
         t0 = self._now()
         bsz = self.drafter.width
-        for b in range(bsz):
-            self.drafter.restart_row(b, self.queue[b])
-        self.next = bsz
+        self.next = min(bsz, self.admitted)
+        for b in range(bsz):            # rows without a request yet (load mode) idle as finished ones
+            self.drafter.restart_row(b, self.queue[b] if b < self.next else IDLE_ROW)
+            self.drafter.done[b] = b >= self.next
         miss = torch.ones(bsz, dtype=torch.bool)
         tokens, q = self._backup(miss)
         self.from_backup, self.sent = miss, tokens
@@ -108,7 +110,7 @@ class DraftWorker:
             q = q[to_device(rows, q.device), to_device(j, q.device)]
         self._pending = (acc, bonus, self.sent, done)     # applied after the reply is sent, if possible
         fresh = torch.zeros(len(js), dtype=torch.bool)
-        rows_in = refill_rows(done, len(self.queue) - self.next)
+        rows_in = refill_rows(done, self.admitted - self.next)
         if rows_in:                                        # finished rows take the next prompts, as the
             self._settle()                                 # verifier's refill: their speculation is a backup
             for b in rows_in:

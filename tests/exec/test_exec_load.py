@@ -1,5 +1,5 @@
 """Load mode of a real run (RunConfig.arrivals, measure/load.py): requests arrive on the wall clock, a free
-row takes the next arrived request, and the report gives TTFT / TPOT / latency percentiles and throughput
+row takes the next arrived request (SSD: on both sides, the outcome naming the refilled rows), and the report gives TTFT / TPOT / latency percentiles and throughput
 with the simulator's definitions. qps -> inf is the all-at-once run; a sparse trace leaves each request
 alone in the batch, so its TTFT is its prefill plus its first round (plus the wake-up from the idle wait)."""
 
@@ -19,12 +19,12 @@ PROMPTS = [[1, 2, 3, 4, 5], [7, 8, 9], [3, 3, 3, 3, 3, 3, 3, 9], [30, 4, 4], [5,
 N_NEW = 10
 
 
-def _run(mode: str, arrivals=None, prompts=PROMPTS, n_new=N_NEW):
-    return run(RunConfig(spec=SpecConfig(mode=mode, k=3, batch_size=2), target=TARGET, draft=DRAFT, prompts=prompts,
-                         max_new_tokens=n_new, arrivals=arrivals))
+def _run(mode: str, arrivals=None, prompts=PROMPTS, n_new=N_NEW, batch=2, **extra):
+    return run(RunConfig(spec=SpecConfig(mode=mode, k=3, batch_size=batch), target=TARGET, draft=DRAFT, prompts=prompts,
+                         max_new_tokens=n_new, arrivals=arrivals, **extra))
 
 
-@pytest.mark.parametrize("mode", ["ar", "sd"])
+@pytest.mark.parametrize("mode", ["ar", "sd", "ssd"])
 def test_infinite_qps_is_the_all_at_once_run(mode):
     base = _run(mode)
     rep = _run(mode, Arrivals(qps=math.inf))
@@ -32,7 +32,7 @@ def test_infinite_qps_is_the_all_at_once_run(mode):
     assert rep.per_request["arrival_s"] == [0.0] * len(PROMPTS)
 
 
-@pytest.mark.parametrize("mode", ["ar", "sd"])
+@pytest.mark.parametrize("mode", ["ar", "sd", "ssd"])
 def test_poisson_load_is_lossless_and_percentiles_ordered(mode):
     rep = _run(mode, {"qps": 40.0, "seed": 3})
     assert rep.token_ids == [plain_greedy(TARGET, p, N_NEW) for p in PROMPTS]
@@ -80,7 +80,7 @@ def test_bad_arrivals_name_the_field(arrivals, field):
     assert ei.value.field == field
 
 
-def test_missing_trace_and_ssd_load_are_config_errors(tmp_path):
+def test_missing_or_bad_trace_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as ei:
         RunConfig(arrivals=Arrivals(qps=1.0, trace=str(tmp_path / "none.jsonl")))
     assert ei.value.field == "arrivals.trace"

@@ -1,0 +1,225 @@
+"""Fidelity under load on the shipped tiny pair: AR, SD and SSD served a Poisson request stream at three
+load levels (light, near the knee, overloaded), measured by ``saguaro_exec.run`` in load mode against the
+prediction of ``saguaro_sim.load.simulate_load`` for the same request stream (the same arrival times, prompt
+and output lengths, written once as a JSONL trace that both read) and the same resolved spec (fan-outs and
+backup pinned by ``saguaro_sim.resolve`` with the profile; the executor resolves with that profile too).
+
+The levels come from the simulator's capacity of each mode (saturated throughput / output tokens, all
+requests at t = 0): light = 0.3 x the smallest, knee = 1.0 x the median, overloaded = 1.5 x the largest
+(``--fractions``). Per (mode, load): predicted vs measured p50 TPOT, p99 TPOT and throughput with relative
+errors (issue 16's targets: 10 %, 20 %, 10 %), the median of ``--repeats`` runs interleaved (every config
+once per pass, A B C A B C) with their spread; the SD-vs-SSD crossover (on p99 TPOT) predicted and measured.
+Load average and CPU steal (/proc/stat) are recorded at the start and the end. ``--out F.json`` also writes
+F.png (p99 TPOT vs load: predicted dashed, measured solid, per mode) and the traces under F-traces/.
+
+    .venv/bin/python bench/bench_load.py --out OUT/bench_load.json          # ~5 min on a quiet 2-core box
+    .venv/bin/python bench/bench_load.py --requests 6 --tokens 8 --repeats 1 --out /tmp/x.json   # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_fidelity import cpu_times, steal_share  # noqa: E402
+from bench.load_compare import LEVELS, TARGETS, compare_row, crossover, load_levels, summarize  # noqa: E402
+from calibration.errors import ConfigError  # noqa: E402
+from calibration.jsonio import dump_json  # noqa: E402
+from calibration.profile import Profile, load_preset  # noqa: E402
+from saguaro.pipeline import pin  # noqa: E402
+from saguaro_sim import SpecConfig, Workload  # noqa: E402
+from saguaro_sim.load import RequestStream, load_trace, poisson_stream, simulate_load, write_trace  # noqa: E402
+
+MODES = ("ar", "sd", "ssd")
+
+
+def _profile(name: str) -> Profile:
+    return Profile.from_json(name) if name.endswith(".json") else load_preset(name)
+
+
+def _prompt_ids() -> list[list[int]]:
+    """The built-in prompts as the tiny target's token ids (a trace line's prompt_tokens picks one exactly)."""
+    from saguaro_exec.io.assets import tiny_pair_paths
+    from saguaro_exec.io.prompts import BUILTIN_PROMPTS
+    from saguaro_exec.io.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny_pair_paths()[0])
+    return [tok.encode(p) for p in BUILTIN_PROMPTS]
+
+
+def _specs(profile: Profile, modes: list[str], k: int, batch: int, tokens: int, prompt: int) -> dict[str, SpecConfig]:
+    w = Workload(num_sequences=batch, output_tokens=tokens, prompt_tokens=prompt)
+    return {m: pin(SpecConfig(mode=m, k=k, batch_size=batch), profile, w) for m in modes}
+
+
+def _stream(qps: float, n: int, lens: list[int], tokens: int, seed: int) -> RequestStream:
+    """n Poisson arrivals at qps (inf: all at t = 0); request i has prompt i of the built-in set (cycled) and ``tokens`` outputs."""
+    arr = np.zeros(n) if math.isinf(qps) else poisson_stream(qps, n, 1, tokens, seed).arrival_s
+    return RequestStream(arr, np.array([lens[i % len(lens)] for i in range(n)]), np.full(n, tokens))
+
+
+def _sim_metrics(res) -> dict:
+    return {"tpot_p50_s": res.tpot_s["p50"], "tpot_p99_s": res.tpot_s["p99"], "throughput": res.throughput}
+
+
+def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args) -> dict:
+    """One real load-mode run; its metrics and whether every request made the stream's output tokens."""
+    from saguaro_exec import RunConfig, run
+
+    rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=tokens, arrivals={"trace": str(trace)},
+                        profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
+    want = load_trace(trace).output_tokens
+    return {"tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
+            "ttft_p99_s": rep.ttft_s["p99"], "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, want)),
+            "wall_s": rep.wall_s}
+
+
+def _plot(path: Path, rows: list[dict], modes: list[str]) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from saguaro_sim.load.plots import COLORS
+
+    fig = Figure(figsize=(7.0, 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for m in modes:
+        mine = sorted((r for r in rows if r["mode"] == m), key=lambda r: r["qps"])
+        for side, style in (("predicted", "--"), ("measured", "-")):
+            pts = [(r["qps"], r["tpot_p99_s"][side] * 1e3) for r in mine
+                   if r["tpot_p99_s"][side] is not None and math.isfinite(r["tpot_p99_s"][side])]
+            if pts:
+                ax.plot(*zip(*pts), style, marker="o" if side == "measured" else None, color=COLORS.get(m),
+                        label=f"{m.upper()} {side}")
+    ax.set_xlabel("offered load (requests/s)")
+    ax.set_ylabel("p99 time per output token (ms)")
+    ax.set_title("Tiny pair under load: simulator (dashed) vs executor (solid)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--profile", default="cpu-tinypair", help="preset name or profile JSON (default cpu-tinypair)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma list of ar, sd, ssd")
+    ap.add_argument("--k", type=int, default=3, help="speculation length of SD and SSD")
+    ap.add_argument("--batch", type=int, default=4, help="rows (max batch) of every mode")
+    ap.add_argument("--requests", type=int, default=24, help="requests per load level")
+    ap.add_argument("--tokens", type=int, default=32, help="output tokens per request")
+    ap.add_argument("--fractions", default="0.3,1.0,1.5", help="light, knee, overloaded (see the module note)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--protocol", default="reply", choices=("reply", "push", "auto"),
+                    help="SSD messages (the load simulator composes SSD rounds as the reply protocol)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="JSON result (the PNG goes beside it)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad or not args.modes:
+        ap.error(f"--modes: {bad or 'empty'} not in {', '.join(MODES)}")
+    for name, lo in (("k", 1), ("batch", 1), ("requests", 2), ("tokens", 2), ("repeats", 1), ("threads", 1)):
+        if getattr(args, name) < lo:
+            ap.error(f"--{name}: {getattr(args, name)} is below {lo}")
+    try:
+        args.fractions = [float(x) for x in args.fractions.split(",")]
+    except ValueError:
+        ap.error(f"--fractions: {args.fractions!r} is not three numbers")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    from tqdm import tqdm
+
+    try:
+        profile = _profile(args.profile)
+        load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
+        ids = _prompt_ids()
+        lens = [len(p) for p in ids]
+        specs = _specs(profile, args.modes, args.k, args.batch, args.tokens, round(float(np.mean(lens))))
+        capacity = {m: simulate_load(profile, s, _stream(math.inf, args.requests, lens, args.tokens, args.seed),
+                                     max_batch=args.batch, seed=args.seed).throughput / args.tokens
+                    for m, s in specs.items()}
+        levels = load_levels(capacity, args.fractions)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    tdir = args.out.with_name(args.out.stem + "-traces") if args.out else Path(os.environ.get("TMPDIR", "/tmp")) / \
+        f"bench_load-{os.getpid()}"
+    tdir.mkdir(parents=True, exist_ok=True)
+    traces = {lvl: write_trace(_stream(q, args.requests, lens, args.tokens, args.seed + i), tdir / f"{lvl}.jsonl")
+              for i, (lvl, q) in enumerate(levels.items())}
+    predicted = {(m, lvl): _sim_metrics(simulate_load(profile, specs[m], load_trace(traces[lvl]), max_batch=args.batch,
+                                                      seed=args.seed))
+                 for m in args.modes for lvl in LEVELS}
+    configs = [(m, lvl) for lvl in LEVELS for m in args.modes]
+    order = [c for _ in range(args.repeats) for c in configs]          # interleaved passes: A B C A B C
+    samples: dict = {c: [] for c in configs}
+    with tqdm(total=len(order), desc="load runs", disable=args.no_progress) as bar:
+        for m, lvl in order:
+            bar.set_postfix_str(f"{m} {lvl}")
+            samples[(m, lvl)].append(_measure(specs[m], profile, ids, traces[lvl], args.tokens, args))
+            bar.update()
+    rows = []
+    for m, lvl in configs:
+        med, spread = summarize(samples[(m, lvl)])
+        row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread)
+        row["repeats"] = samples[(m, lvl)]
+        rows.append(row)
+    cross = crossover(rows) if {"sd", "ssd"} <= set(args.modes) else None
+    result = {"profile": profile.name, "modes": args.modes, "specs": {m: s.to_dict() for m, s in specs.items()},
+              "ssd_protocol": args.protocol, "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
+              "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
+              "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
+              "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
+              "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),
+              "wall_s": time.perf_counter() - t0, "traces": {k: str(v) for k, v in traces.items()}}
+    _print(result)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        result["figure"] = str(_plot(args.out.with_suffix(".png"), rows, args.modes))
+        dump_json(args.out, result)
+        print(f"wrote {args.out} and {result['figure']}")
+    return 0
+
+
+def _pct(x: float | None) -> str:
+    return "   -  " if x is None else f"{100 * x:+6.1f}%"
+
+
+def _print(r: dict) -> None:
+    print("capacity (simulated, req/s): " + ", ".join(f"{m} {c:.2f}" for m, c in r["capacity_qps"].items()))
+    print("levels (req/s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["levels_qps"].items()))
+    print(f"{'mode':4} {'load':10} {'qps':>6} | {'p50 TPOT ms pred/meas':>22} {'err':>7} | "
+          f"{'p99 TPOT ms pred/meas':>22} {'err':>7} | {'tok/s pred/meas':>16} {'err':>7}")
+    for row in r["rows"]:
+        cells = []
+        for m, scale in (("tpot_p50_s", 1e3), ("tpot_p99_s", 1e3), ("throughput", 1.0)):
+            c = row[m]
+            p, q = (f"{v * scale:.2f}" if v is not None else "-" for v in (c["predicted"], c["measured"]))
+            cells.append(f"{p + ' / ' + q:>{22 if m != 'throughput' else 16}} {_pct(c['rel_error'])}")
+        print(f"{row['mode']:4} {row['level']:10} {row['qps']:6.2f} | " + " | ".join(cells))
+    c = r["crossover"]
+    if c:
+        fmt = lambda q: "none in range" if q is None else f"{q:.2f} req/s"  # noqa: E731
+        print(f"SD vs SSD (p99 TPOT): crossover predicted {fmt(c['predicted_qps'])}, measured "
+              f"{fmt(c['measured_qps'])}; winners per level agree {c['levels_agreeing']} (same side: {c['same_side']})")
+    print(f"load average {r['load_average_start'][0]:.2f} -> {r['load_average_end'][0]:.2f}, steal "
+          f"{_pct(r['steal_share'])}, {r['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
