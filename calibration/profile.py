@@ -15,6 +15,7 @@ from calibration.overheads import ExecutorCosts
 
 SCHEMA_VERSION = 1
 PRESET_DIR = Path(__file__).parent / "profiles"
+SHARED_SLOWDOWN = 1.5   # stated default of Profile.shared_slowdown (no GPU measurement of concurrent kernels yet)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class Profile:
     link_bytes_per_s (``message_s``). ``placement`` (read from provenance["placement"], {} when unknown):
     where the measured run ran (target_devices, draft_device, tp_size). fast_backup_s: latency of the fast (n-gram/random) backup speculator;
     fast_backup_acceptance: per-position acceptance of its speculations (None: it yields no accepted token).
+    shared_slowdown: how many times slower each of draft and target runs while both run at once on one
+    device (SSD placement "shared", sharing "concurrent": MPS or streams); 1 = perfect overlap, 2 = no gain
+    over time-slicing. The default SHARED_SLOWDOWN is stated, not measured (bench/gpu_check.sh measures it).
     """
 
     name: str
@@ -41,6 +45,7 @@ class Profile:
     provenance: dict = field(default_factory=dict)
     fast_backup_acceptance: AcceptanceModel | None = None
     executor: ExecutorCosts | None = None   # executor overheads per kind of forward (None: microbenchmarks only)
+    shared_slowdown: float = SHARED_SLOWDOWN
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -62,6 +67,7 @@ class Profile:
         check_number("profile.fast_backup_s", self.fast_backup_s, 0.0, 10.0)
         check_number("profile.verifier_gap_s", self.verifier_gap_s, 0.0, 10.0)
         check_number("profile.vocab_size", self.vocab_size, 1, 10_000_000, integer=True)
+        check_number("profile.shared_slowdown", self.shared_slowdown, 1.0, 10.0)
         for who in ("target", "draft"):
             _check_latency(f"profile.{who}", getattr(self, who))
         _check_placement(self.provenance.get("placement", {}) if isinstance(self.provenance, dict) else {})
@@ -88,6 +94,8 @@ class Profile:
             d["fast_backup_acceptance"] = self.fast_backup_acceptance.to_dict()
         if self.executor is not None:
             d["executor"] = self.executor.to_dict()
+        if self.shared_slowdown != SHARED_SLOWDOWN:   # written only when set (older profiles have none)
+            d["shared_slowdown"] = self.shared_slowdown
         return d
 
     @classmethod
@@ -99,7 +107,8 @@ class Profile:
                 raise ConfigError(f"profile.{key}", "missing", ", ".join(required))
         known = {"schema_version", "name", "target", "draft", "link_s", "link_bytes_per_s", "fast_backup_s",
                  "verifier_gap_s",
-                 "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance", "executor"}
+                 "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance", "executor",
+                 "shared_slowdown"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"profile.{unknown[0]}", "unknown key", ", ".join(sorted(known)))
@@ -113,7 +122,8 @@ class Profile:
                    verifier_gap_s=d.get("verifier_gap_s", 0.0),
                    vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})),
                    fast_backup_acceptance=_optional_acceptance(d.get("fast_backup_acceptance")),
-                   executor=ExecutorCosts.from_dict(d.get("executor")))
+                   executor=ExecutorCosts.from_dict(d.get("executor")),
+                   shared_slowdown=d.get("shared_slowdown", SHARED_SLOWDOWN))
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically (temp file + rename)."""

@@ -12,7 +12,13 @@ from pathlib import Path
 from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hardware import HARDWARE, get_hardware
 from calibration.jsonio import load_toml, parse_json
-from saguaro_exec.devices import check_device, check_target_devices, device_index, is_cuda
+from saguaro_exec.devices import (
+    check_device,
+    check_draft_placement,
+    check_target_devices,
+    device_index,
+    is_cuda,
+)
 from saguaro_exec.engine.synthetic import as_synthetic, check_synthetic
 from saguaro_exec.faults import FALLBACKS, parse_fault
 from saguaro_exec.measure.load import Arrivals
@@ -108,6 +114,9 @@ class RunConfig:
     built-in set; the prompts are one queue through ``spec.batch_size`` rows, a finished row taking the next
     prompt (continuous batching, engine/refill.py). ``threads``: torch intra-op threads per
     process (default 1). ``inline_draft`` (debugging) runs the SSD speculator in this process, no overlap.
+    ``draft_placement`` (SSD): "process" = the draft in a process of its own (default); "stream" = in this
+    process, building in a helper thread on a side CUDA stream beside the verification (speculator/stream.py;
+    on CPU a thread without a stream, and the report says so); the draft device then defaults to the target's.
     SSD faults: a draft process that dies, sends a malformed reply or does not reply within
     ``draft_timeout_s`` (which must also cover a batch's draft prefill) is killed and the run continues
     in-process by ``fallback`` ("sd": the draft model loaded here; "ar": the target alone; "none": raise);
@@ -147,6 +156,7 @@ class RunConfig:
     profile: object = None        # what the spec is resolved with: Profile | preset | .json (None: cpu-tinypair)
     threads: int | None = None
     inline_draft: bool = False
+    draft_placement: str = "process"   # SSD: "process" | "stream" (in this process, side CUDA stream)
     draft_timeout_s: float = 5.0
     start_timeout_s: float | None = None   # child start-up bound (None: from the weights' size)
     fallback: str = "sd"
@@ -193,12 +203,14 @@ class RunConfig:
             raise ConfigError("transport", "shared-memory hand-off needs Linux on x86-64", "auto | gloo")
         if not isinstance(self.inline_draft, bool):
             raise ConfigError("inline_draft", f"got {self.inline_draft!r}", "true | false")
+        check_draft_placement(self.draft_placement, self.spec, self.inline_draft)
+        in_process = self.inline_draft or self.draft_placement == "stream"   # SSD's speculator in this process
         check_number("draft_timeout_s", self.draft_timeout_s, 0.0, 1e7, lo_open=True)
         if self.start_timeout_s is not None:
             check_number("start_timeout_s", self.start_timeout_s, 0.0, 1e7, lo_open=True)
         check_choice("fallback", self.fallback, FALLBACKS)
-        if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or self.inline_draft):
-            raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\" with inline_draft = false")
+        if parse_fault(self.inject_fault) is not None and (self.spec.mode != "ssd" or in_process):
+            raise ConfigError("inject_fault", "needs a draft process", "mode = \"ssd\", draft_placement = \"process\"")
         self.arrivals = Arrivals.of(self.arrivals)
         if self.hardware is not None:
             if not isinstance(self.hardware, str):
@@ -210,14 +222,15 @@ class RunConfig:
         if self.check_lossless and self.spec.temperature > 0:
             raise ConfigError("check_lossless", "compares with greedy decoding", "spec.temperature = 0")
         self.synthetic = as_synthetic(self.synthetic)
-        check_synthetic(self.synthetic, self.spec, self.ssd_protocol, self.inline_draft, self.check_lossless)
+        check_synthetic(self.synthetic, self.spec, self.ssd_protocol, in_process, self.check_lossless)
 
     @property
     def resolved_draft_device(self) -> str:
-        """Draft device: as given, else the target's (the GPU after the target's last one when it exists)."""
+        """Draft device: as given, else the target's (the GPU after the target's last one when it exists,
+        unless draft_placement is "stream": a side stream of the target's GPU)."""
         if self.draft_device is not None:
             return self.draft_device
-        if is_cuda(self.device):
+        if is_cuda(self.device) and self.draft_placement != "stream":
             import torch
 
             idx = max(device_index(d) for d in self.resolved_target_devices)

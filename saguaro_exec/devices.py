@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from calibration.errors import ConfigError
+from calibration.errors import ConfigError, check_choice
 
 _DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 ALLOWED = "a list of cpu | cuda | cuda:N, all of one kind, one per rank, starting with `device`"
@@ -95,3 +95,16 @@ def check_target_devices(value: object, device: str, target: object) -> list[str
             raise ConfigError("target_devices", f"{len(devices)} ranks cannot split {name}: {why}",
                               "a number of devices dividing num_heads, num_kv_heads and intermediate_size")
     return devices
+
+
+DRAFT_PLACEMENTS = ("process", "stream")
+
+
+def check_draft_placement(placement: object, spec: object, inline_draft: bool) -> None:
+    """draft_placement: "process" | "stream"; "stream" is SSD's, and not with inline_draft (also in-process)."""
+    check_choice("draft_placement", placement, DRAFT_PLACEMENTS)
+    if placement == "stream" and spec.mode != "ssd":
+        raise ConfigError("draft_placement", f"\"stream\" with mode = {spec.mode!r} (AR has no draft; SD's "
+                          "runs in this process already)", "\"stream\" with mode = \"ssd\"")
+    if placement == "stream" and inline_draft:
+        raise ConfigError("draft_placement", "\"stream\" together with inline_draft", "one of them")

@@ -32,6 +32,7 @@ from saguaro_exec.sampling import batch_generator
 from saguaro_exec.speculator.inline import InlineLink
 from saguaro_exec.speculator.links import DraftProcessError, ProcessLink, PushLink
 from saguaro_exec.speculator.process import DraftArgs, load_source
+from saguaro_exec.speculator.stream import StreamLink
 from saguaro_exec.speculator.transport import resolve_transport
 from saguaro_exec.speculator.worker import WorkerSpec
 
@@ -103,8 +104,8 @@ def _sd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, met
 
 
 def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
-    """Batches through the draft process (or in this process with ``inline_draft``); after a draft fault
-    the rest run in-process by ``fb``."""
+    """Batches through the draft process (or in this process: ``inline_draft``, draft_placement "stream");
+    after a draft fault the rest run in-process by ``fb``."""
     spec = config.spec
     dec, q = _queue(config, p, dec)
     prompts, arrivals, out_lens = q.get("prompts", p.ids), q.get("arrivals"), q.get("out_lens")
@@ -118,13 +119,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
                      fault=config.inject_fault, width=width, first_rows=first,
                      start_timeout_s=start_timeout(config, p.draft_src))
     args.protocol = p.protocol
-    args.transport = meta["transport"] = "inline" if config.inline_draft else \
-        resolve_transport(config.transport, [*config.resolved_target_devices, p.draft_device])
-    vocab = p.target.config.vocab_size
-    if config.inline_draft:
-        link = InlineLink(args, vocab)
-    else:
-        link = (PushLink if p.protocol == "push" else ProcessLink)(args, vocab, reply_timeout_s=config.draft_timeout_s)
+    link, vocab = _open_link(config, args, p, meta), p.target.config.vocab_size
     with link:
         meta["draft_pid"] = link.pid
         for bi, batch in enumerate(queue):
@@ -136,6 +131,25 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
             synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and partial(link_candidates, link))
             yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth,
                           width=width, arrivals=arrivals, out_lens=out_lens)
+
+
+def _open_link(config: RunConfig, args: DraftArgs, p: Prepared, meta: dict):
+    """SSD's link to its speculator: a draft process (push or reply), the inline debugging link, or the
+    stream link (this process, side CUDA stream); meta records the transport and where the draft runs."""
+    vocab = p.target.config.vocab_size
+    if config.inline_draft:
+        args.transport = meta["transport"] = "inline"
+        meta["draft_placement"] = "inline: draft called synchronously in the verifier's process (no overlap)"
+        return InlineLink(args, vocab)
+    if config.draft_placement == "stream":
+        args.transport = meta["transport"] = "stream"
+        link = StreamLink(args, vocab)
+        meta["draft_placement"] = link.label
+        return link
+    args.transport = meta["transport"] = resolve_transport(config.transport,
+                                                           [*config.resolved_target_devices, p.draft_device])
+    meta["draft_placement"] = f"process: draft in its own process on {p.draft_device}"
+    return (PushLink if p.protocol == "push" else ProcessLink)(args, vocab, reply_timeout_s=config.draft_timeout_s)
 
 
 _MODES = {"ar": _ar_batches, "sd": _sd_batches, "ssd": _ssd_batches}

@@ -4,7 +4,8 @@ Time model (shared with the simulator through saguaro_sim/costs.py; seconds): ev
 microbenchmarked latency plus the executor's overhead for that kind; verify = verify(b, K+1, L); SD round =
 K draft steps + verify; SSD cache build on each draft device = glue + fork + K tree steps over the branches of
 that round's schedule (resolve.py) + the draft's own per-round time (mean); neural backup = K draft steps;
-fast backup = profile.fast_backup_s; the sender of a message is busy for profile.message_s(bytes).
+fast backup = profile.fast_backup_s; the sender of a message is busy for profile.message_s(bytes). With the
+draft on the target's device (placement "shared") device work competes: saguaro_sim/shared.py.
 Probability model: accepted lengths from profile.acceptance (a fast-backup speculation's from
 profile.fast_backup_acceptance, none accepted when absent); P(hit) from profile.hits at the fan-out
 allocated at each accepted length, the all-accepted outcome k = K from its own entry.
@@ -21,6 +22,7 @@ from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.costs import OUTCOME_BYTES, Q_BYTES, REPLY_PHASES, RoundCosts, message_bytes
 from saguaro_sim.resolve import ResolvedSpec, hit_exponent, resolve, resolve_fanouts
+from saguaro_sim.shared import shared_round_time
 from saguaro_sim.workload import Workload
 
 __all__ = ["OUTCOME_BYTES", "Q_BYTES", "REPLY_PHASES", "hit_exponent", "message_bytes", "resolve_fanouts"]
@@ -135,6 +137,8 @@ class RoundTimes:
     msg_cache: float = 0.0    # push: the pushed cache
     push: bool = False
     lookup: float = 0.0       # push: the verifier receiving the cache and looking the outcome up
+    sharing: str = "none"     # SSD's draft on the target's device: "time-sliced" | "concurrent" (shared.py)
+    slowdown: float = 1.0     # concurrent: each of draft and target this many times slower while both run
 
 
 def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool,
@@ -157,7 +161,8 @@ def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, 
         cache = c.cache_message(batch, c.tree_width(False))[1] if rs.protocol == "push" else 0.0
     push = spec.mode == "ssd" and rs.protocol == "push"
     return RoundTimes(verify, c.ar_step(batch, context), c.draft_step(batch, context), build, backup, up, down,
-                      build_miss or build, cache, push, profile.verifier_gap_s if push else 0.0)
+                      build_miss or build, cache, push, profile.verifier_gap_s if push else 0.0,
+                      rs.sharing if spec.mode == "ssd" else "none", rs.slowdown)
 
 
 def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int) -> float:
@@ -172,6 +177,8 @@ def ssd_round_time(rt: RoundTimes, p_hit: float, batch: int) -> float:
     rounds max(V + up, T_p + cache) + max(L, T_b + down). A round after a miss builds the after-miss tree.
     """
     q = p_hit ** batch
+    if rt.sharing != "none":   # the draft shares the target's device (saguaro_sim/shared.py)
+        return shared_round_time(rt, q)
     if rt.push:   # the verifier's lookup overlaps the draft's next build (it already has the outcome)
         hit = max(rt.verify + rt.msg_up + rt.lookup, rt.build + rt.msg_cache)
         miss = max(rt.verify + rt.msg_up, rt.build_miss + rt.msg_cache) + max(rt.lookup, rt.backup + rt.msg_down)

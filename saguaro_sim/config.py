@@ -14,14 +14,18 @@ from saguaro_sim.fanout import check_fanout
 MODES = ("ar", "sd", "ssd")
 BACKUPS = ("neural", "fast", "auto")
 SHAPES = ("geometric", "uniform")
+PLACEMENTS = ("separate", "shared")            # SSD's draft on its own device(s), or on the target's one device
+SHARINGS = ("time-sliced", "concurrent")       # shared: draft and target kernels serialize, or run side by side
 
 
 @dataclass(frozen=True)
 class SpecConfig:
     """mode, lookahead k, fan-out F_0..F_K (None = `fanout_shape` for the budget), fanout_miss (schedule
     after a backup speculation), budget (sum of F_k per sequence, split across draft devices), sampler_c
-    (Saguaro C), backup policy, temperature, batch size and number of draft devices. What is left open is
-    settled by saguaro_sim.resolve(spec, profile)."""
+    (Saguaro C), backup policy, temperature, batch size, number of draft devices, and placement: "separate"
+    (SSD's draft on devices of its own) or "shared" (on the target's device, one draft device; `sharing` says
+    how they compete: "time-sliced", the default, or "concurrent" at profile.shared_slowdown). What is left
+    open is settled by saguaro_sim.resolve(spec, profile)."""
 
     mode: str = "ssd"
     k: int = 4
@@ -34,6 +38,8 @@ class SpecConfig:
     batch_size: int = 1
     draft_devices: int = 1
     fanout_shape: str = "geometric"
+    placement: str = "separate"
+    sharing: str | None = None   # placement "shared" only; None there means "time-sliced"
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
@@ -58,6 +64,17 @@ class SpecConfig:
         check_number("batch_size", self.batch_size, 1, 4096, integer=True)
         check_number("draft_devices", self.draft_devices, 1, 64, integer=True)
         check_choice("fanout_shape", self.fanout_shape, SHAPES)
+        check_choice("placement", self.placement, PLACEMENTS)
+        if self.placement == "separate":
+            if self.sharing is not None:
+                raise ConfigError("sharing", f"{self.sharing!r} given with placement = \"separate\"",
+                                  "sharing only with placement = \"shared\"")
+            return
+        object.__setattr__(self, "sharing", "time-sliced" if self.sharing is None else self.sharing)
+        check_choice("sharing", self.sharing, SHARINGS)
+        if self.draft_devices != 1:
+            raise ConfigError("draft_devices", f"{self.draft_devices} with placement = \"shared\" (the draft "
+                              "shares the target's device)", "1 with placement = \"shared\"")
 
     def replace(self, **changes: object) -> SpecConfig:
         """A validated copy with some fields changed."""

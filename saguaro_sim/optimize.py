@@ -71,7 +71,8 @@ class Plan:
             lines.append(
                 f"{r['rank']:>4} {r['mode']:<4} {r['k']:>2} {r['budget'] if ssd else '-':>6} "
                 f"{r['shape']:<15} {r['sampler_c']:>4.2f} {r['backup'] if ssd else '-':<6} "
-                f"{r['draft_devices'] if ssd else 0:>3} {r['pred_tokens_per_s_per_seq']:>9.1f} "
+                f"{r['draft_devices'] if ssd and r['placement'] == 'separate' else 0:>3} "
+                f"{r['pred_tokens_per_s_per_seq']:>9.1f} "
                 f"{r['tokens_per_s_per_seq']:>8.1f} {r['throughput_per_device']:>9.1f} "
                 f"{r['pred_p_hit']:>6.3f} {r['tokens_per_round']:>7.2f} {r['speedup_vs_ar']:>5.2f} "
                 f"{r['speedup_vs_sd']:>5.2f}")
@@ -173,8 +174,9 @@ def _clean(row: dict) -> dict:
 
 
 def devices_used(spec: SpecConfig, target_devices: int) -> int:
-    """Devices a deployment occupies: the target's, plus SSD's own draft devices (SD's draft shares them)."""
-    return target_devices + (spec.draft_devices if spec.mode == "ssd" else 0)
+    """Devices a deployment occupies: the target's, plus SSD's own draft devices when placed on separate ones
+    (SD's draft, and SSD's with placement "shared", run on the target's)."""
+    return target_devices + (spec.draft_devices if spec.mode == "ssd" and spec.placement == "separate" else 0)
 
 
 def confirm_workload(workload: Workload, batch_size: int) -> Workload:

@@ -26,7 +26,9 @@ DEFAULT_PROFILE = "cpu-tinypair"   # what the executor resolves with when given 
 class ResolvedSpec:
     """A SpecConfig's open choices, settled: fanout / fanout_miss F_0..F_K (empty for AR), backup ("neural" |
     "fast" | "none" outside SSD), protocol ("push" | "reply" | "none"), tree_width per draft device
-    (branches per sequence; empty outside SSD) and the profile it was resolved with."""
+    (branches per sequence; empty outside SSD), the profile it was resolved with, and where SSD's draft runs:
+    placement "separate" | "shared", sharing "none" | "time-sliced" | "concurrent", and for "concurrent"
+    the slowdown of each while both run (profile.shared_slowdown; 1.0 otherwise)."""
 
     fanout: tuple[int, ...]
     fanout_miss: tuple[int, ...]
@@ -34,6 +36,9 @@ class ResolvedSpec:
     protocol: str
     tree_width: tuple[int, ...]
     profile: str = ""
+    placement: str = "separate"
+    sharing: str = "none"
+    slowdown: float = 1.0
 
     @property
     def branches(self) -> int:
@@ -42,7 +47,8 @@ class ResolvedSpec:
 
     def to_dict(self) -> dict:
         return {"fanout": list(self.fanout), "fanout_miss": list(self.fanout_miss), "backup": self.backup,
-                "protocol": self.protocol, "tree_width": list(self.tree_width), "profile": self.profile}
+                "protocol": self.protocol, "tree_width": list(self.tree_width), "profile": self.profile,
+                "placement": self.placement, "sharing": self.sharing, "slowdown": self.slowdown}
 
 
 def hit_exponent(profile: Profile, temperature: float) -> float:
@@ -105,7 +111,15 @@ def resolve(spec: SpecConfig, profile: Profile, batch_size: int | None = None,
         backup = "fast" if b_star is not None else "neural"
     branches = max(sum(primary), sum(miss), 1)
     return ResolvedSpec(primary, miss, backup, choose_protocol(protocol, spec, branches, profile.vocab_size, batch),
-                        split_width(branches, spec.draft_devices), profile.name)
+                        split_width(branches, spec.draft_devices), profile.name, *placement_of(spec, profile))
+
+
+def placement_of(spec: SpecConfig, profile: Profile) -> tuple[str, str, float]:
+    """(placement, sharing, slowdown) of SSD's draft: separate devices, or the target's one device shared
+    time-sliced or concurrently (each slowed by profile.shared_slowdown while both run)."""
+    if spec.placement == "separate":
+        return "separate", "none", 1.0
+    return "shared", spec.sharing, profile.shared_slowdown if spec.sharing == "concurrent" else 1.0
 
 
 def run_profile(profile: object = None) -> tuple[Profile, str]:

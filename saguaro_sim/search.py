@@ -12,7 +12,7 @@ from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hits import HitCurve
 from calibration.profile import Profile
 from saguaro_sim.analytic import fast_backup_pmf
-from saguaro_sim.config import BACKUPS, MODES, SpecConfig
+from saguaro_sim.config import BACKUPS, MODES, PLACEMENTS, SHARINGS, SpecConfig
 from saguaro_sim.fanout import exact_fanouts
 
 SHAPES = ("uniform", "geometric", "exact")
@@ -23,7 +23,9 @@ BUDGET_MULTIPLES = (1, 2, 4, 8, 16)
 @dataclass(frozen=True)
 class Constraints:
     """Limits on the search: K range, budget per sequence, draft devices, allowed modes/backups, the
-    batch sizes the Pareto frontier spans, and how many predicted-best candidates the simulator confirms."""
+    batch sizes the Pareto frontier spans, how many predicted-best candidates the simulator confirms, and
+    where SSD's draft runs (placement "separate" | "shared" with sharing, as in SpecConfig: shared uses no
+    device of its own, so at most one draft device)."""
 
     k_range: tuple[int, int] = (1, 10)
     max_budget: int = 256
@@ -33,6 +35,8 @@ class Constraints:
     backups: tuple[str, ...] = ("neural", "fast")
     batch_sizes: tuple[int, ...] | None = None
     top_n: int = 8
+    placement: str = "separate"
+    sharing: str | None = None
 
     def __post_init__(self) -> None:
         kr = self.k_range
@@ -57,6 +61,17 @@ class Constraints:
                      for i, b in enumerate(self.batch_sizes)]
             object.__setattr__(self, "batch_sizes", tuple(sorted(set(sizes))))
         check_number("constraints.top_n", self.top_n, 1, 1000, integer=True)
+        check_choice("constraints.placement", self.placement, PLACEMENTS)
+        if self.placement == "separate":
+            if self.sharing is not None:
+                raise ConfigError("constraints.sharing", f"{self.sharing!r} given with placement = \"separate\"",
+                                  "sharing only with placement = \"shared\"")
+            return
+        object.__setattr__(self, "sharing", "time-sliced" if self.sharing is None else self.sharing)
+        check_choice("constraints.sharing", self.sharing, SHARINGS)
+        if self.max_draft_devices != 1:
+            raise ConfigError("constraints.max_draft_devices", f"{self.max_draft_devices} with placement = "
+                              "\"shared\" (the draft shares the target's device)", "1 with placement = \"shared\"")
 
     def to_dict(self) -> dict:
         """JSON-able form (tuples become lists)."""
@@ -160,7 +175,8 @@ def candidates(profile: Profile, batch_size: int, temperature: float, constraint
     backup x draft devices. AR and SD are always listed (they are the baselines); callers filter by mode.
     SD keeps C = 1: without a cache, Saguaro sampling would only lower acceptance.
     Pass the same memo (one profile) for several batch sizes to reuse the batch-independent fan-outs."""
-    common = {"temperature": temperature, "batch_size": batch_size}
+    common = {"temperature": temperature, "batch_size": batch_size, "placement": constraints.placement,
+              "sharing": constraints.sharing}
     out = [Candidate(SpecConfig(mode="ar", k=0, **common), "-")]
     k_lo, k_hi = constraints.k_range
     for k in range(k_lo, k_hi + 1):

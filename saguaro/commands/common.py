@@ -79,8 +79,11 @@ def add_profile_arg(p: argparse.ArgumentParser) -> None:
 
 
 def profile_from_args(args: argparse.Namespace) -> Profile:
-    """The --profile, with --acceptance-length applied when given; errors name the flag."""
+    """The --profile, with --acceptance-length and --shared-slowdown applied when given; errors name the flag."""
     profile = load_profile(args.profile)
+    if getattr(args, "shared_slowdown", None) is not None:
+        with flag_errors({"profile.shared_slowdown": "--shared-slowdown"}):
+            profile = profile.with_(shared_slowdown=args.shared_slowdown)
     text = getattr(args, "acceptance_length", None)
     if text is None:
         return profile
@@ -197,7 +200,7 @@ def check_checkpoint_flags(args: argparse.Namespace) -> None:
 
 
 SPEC_FLAGS = ("mode", "k", "fanout", "fanout_miss", "budget", "sampler_c", "backup", "temperature",
-              "batch_size", "draft_devices", "fanout_shape")
+              "batch_size", "draft_devices", "fanout_shape", "placement", "sharing")
 
 
 def flag(name: str) -> str:
@@ -219,13 +222,26 @@ def add_spec_args(g: argparse._ArgumentGroup, show_draft_devices: bool = True) -
     g.add_argument("--batch-size", type=integer(), help="sequences decoded together (default 1)")
     g.add_argument("--draft-devices", type=integer(), help="draft devices sharing the speculation tree (default 1)"
                    if show_draft_devices else argparse.SUPPRESS)
+    if show_draft_devices:   # planning only: the executor's placement is RunConfig's (draft device, --draft-placement)
+        add_placement_args(g)
+
+
+def add_placement_args(g: argparse._ArgumentGroup) -> None:
+    """--placement, --sharing and --shared-slowdown: where SSD's draft runs (planning commands)."""
+    g.add_argument("--placement", help="separate (SSD's draft on devices of its own) | shared (on the target's "
+                                       "one GPU, no extra device); default separate")
+    g.add_argument("--sharing", help="with --placement shared: time-sliced (draft and target forwards serialize) | "
+                                     "concurrent (MPS / streams, each slowed by --shared-slowdown); default time-sliced")
+    g.add_argument("--shared-slowdown", type=number(), metavar="S",
+                   help="concurrent sharing: each of draft and target S times slower while both run, 1 <= S <= 10 "
+                        "(default: the profile's shared_slowdown, 1.5 unless measured)")
 
 
 def spec_overrides(args: argparse.Namespace) -> dict:
     """The SpecConfig fields given as flags, fan-out lists parsed; errors name the flag."""
     over = {}
     for name in SPEC_FLAGS:
-        v = getattr(args, name)
+        v = getattr(args, name, None)
         if v is not None:
             over[name] = int_list(flag(name), v) if name in ("fanout", "fanout_miss") else v
     return over

@@ -25,8 +25,8 @@ from saguaro.commands.common import (
 )
 
 RUN_FLAGS = ("target", "draft", "prompt_file", "max_new_tokens", "device", "draft_device", "dtype", "seed",
-             "threads", "draft_timeout_s", "start_timeout_s", "fallback", "hardware", "cuda_graphs", "attention", "ssd_protocol",
-             "transport", "check_lossless")
+             "threads", "draft_timeout_s", "start_timeout_s", "fallback", "hardware", "cuda_graphs", "attention",
+             "ssd_protocol", "transport", "check_lossless", "draft_placement")
 
 
 LOAD_FLAGS = {"arrivals.qps": "--qps", "arrivals.trace": "--trace", "arrivals.seed": "--seed"}
@@ -72,6 +72,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     r.add_argument("--transport", help="auto | shm | gloo: what carries the SSD messages; shm = shared memory on "
                                        "this host, gloo = a gloo group (default auto: shm when target and draft "
                                        "run on the CPU)")
+    r.add_argument("--draft-placement", help="SSD: process (the draft in its own process; default) | stream (in "
+                                             "this process, building on a side CUDA stream beside the verification; "
+                                             "the draft device defaults to the target's; on CPU a helper thread)")
     r.add_argument("--check-lossless", action="store_true", default=None,
                    help="at temperature 0, compare every output with the target's greedy decoding; fail on a "
                         "difference")
@@ -158,6 +161,8 @@ def main(args: argparse.Namespace) -> int:
         print_json(doc)
         return 0
     print(f"spec: {config.spec.to_toml().strip().replace(chr(10), ', ')}")
+    if config.spec.mode == "ssd":
+        print(f"draft placement: {report.measurements.meta.get('draft_placement')}")
     if report.synthetic is not None:
         print(f"TIMING ONLY: {report.synthetic['label']}, from {report.synthetic['source']}")
     s = report.summary()

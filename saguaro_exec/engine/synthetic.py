@@ -189,12 +189,12 @@ class Candidates:
 
 def link_candidates(link) -> Candidates:
     """The candidate lists of the speculation being verified, from the SSD link: an InlineLink builds its cache
-    now (its recv then answers from it); a PushLink waits for the pushed cache before the outcome is sent."""
+    now (its recv then answers from it), a StreamLink waits for its build; a PushLink waits for the pushed
+    cache before the outcome is sent."""
     from saguaro_exec.speculator.inline import InlineLink
 
-    if isinstance(link, InlineLink):
-        link.worker.build()
-        link.built = True
+    if isinstance(link, InlineLink):        # and StreamLink, whose build is already running
+        link.build_now()
         return Candidates.of_cache(link.worker.cache, link.worker.from_backup.tolist())
     msg = link.wait_cache()                  # recv checks it (a garbled one is a DraftFault there)
     return Candidates.of_cache(link._layout.unpack(msg, None)[0], link.from_backup)

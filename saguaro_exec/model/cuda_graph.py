@@ -54,7 +54,9 @@ class GraphedForward:
                 self._run()
         torch.cuda.current_stream(dev).wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(self.graph, pool=pool):
+        # thread_local: another thread's syncs (the verifier beside a draft_placement "stream" build) must not
+        # invalidate this capture; the capturing thread is held to the same rules as in "global" mode
+        with torch.no_grad(), torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
             self.logits = self._run()
         cache.k[:, :, :, -1].copy_(saved[0])
         cache.v[:, :, :, -1].copy_(saved[1])

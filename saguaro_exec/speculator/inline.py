@@ -40,9 +40,15 @@ class InlineLink:
         self._outcome = (acc, bonus, done)
         self.worker.admitted = self.worker.next + len(fresh)
 
-    def recv(self) -> Reply:
-        if not self.built:                  # the synthetic mode builds before the outcome (engine/synthetic.py)
+    def build_now(self) -> None:
+        """Build the cache of the speculation being verified now (the synthetic mode needs it before the
+        outcome, engine/synthetic.py); recv then answers from it."""
+        if not self.built:
             self.worker.build()
+            self.built = True
+
+    def recv(self) -> Reply:
+        self.build_now()
         self.built = False
         return self.worker.answer(*self._outcome)
 

@@ -13,12 +13,17 @@ push=True models the executor's push protocol: the lead sends its whole cache (t
 bytes per branch) as soon as it is built; the verifier receives it and looks the outcome up
 (profile.verifier_gap_s); after a round in which every sequence hit it starts the next verification at once,
 with no round trip; after a miss it waits for the backup speculation as in reply.
+
+Placement "shared" (resolve.py): the verification, the cache build (with the draft's own round time) and the
+neural backup run on one SharedDevice (sim/device.py), time-sliced or concurrent; messages, the fast backup
+and the verifier's lookup are host work and do not occupy it. "separate" keeps the plain timeouts.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from saguaro_sim.sim.device import SharedDevice
 from saguaro_sim.sim.engine import Engine
 from saguaro_sim.sim.link import Link, Mailbox
 
@@ -42,6 +47,8 @@ class SSDEngine(Engine):
         stalls = self._round[1] > 0 and self._round[2] > 0
         self._stall_rng = np.random.default_rng(int(self.state.rng.integers(2**62))) if stalls else None
         self._stalls: list[bool] = []
+        rs = self.costs.resolved
+        self.device = SharedDevice(env, rs.sharing, rs.slowdown) if rs.placement == "shared" else None
 
     def start(self) -> None:
         self.env.process(self._verifier())
@@ -61,6 +68,13 @@ class SSDEngine(Engine):
             self._stalls = (self._stall_rng.random(1024) < frac).tolist()
         return median + (stall if self._stalls.pop() else 0.0)
 
+    def _compute(self, seconds: float):
+        """Device work: a plain wait on separate devices, a turn on the shared device otherwise."""
+        if self.device is None:
+            yield self.env.timeout(seconds)
+        else:
+            yield from self.device.use(seconds)
+
     def _send_speculation(self, b: int):
         nbytes, t = self.costs.message(b, True)
         if t > 0:
@@ -75,7 +89,7 @@ class SSDEngine(Engine):
             b, ctx = st.n_forward, st.mean_context()
             t_v = costs.verify(b, ctx)
             start = env.now
-            yield env.timeout(t_v)
+            yield from self._compute(t_v)
             self.verify_busy += t_v
             any_miss, added = st.verify_round(env.now, ssd=True)
             if tracing:
@@ -107,8 +121,9 @@ class SSDEngine(Engine):
                 self.built[d] = env.event()
                 self.go[d].succeed(self._build_s(b, ctx, from_backup, d))
             built_at = start + t_build  # device 0 is busy building until then (no event needed)
+            building = env.process(self.device.use(t_build)) if self.device is not None else None
             if self.push:                # the cache leaves as soon as every device has built its share
-                yield env.timeout(t_build)
+                yield building if building is not None else env.timeout(t_build)
                 for d in range(1, self.draft_devices):
                     yield self.built[d]
                 nbytes, t = self.costs.cache_message(b, self.costs.tree_width(from_backup))
@@ -116,7 +131,9 @@ class SSDEngine(Engine):
                     yield env.timeout(t)
                 self.link.deliver(self.caches, None, t, "cache", nbytes)
             any_miss = yield self.to_speculator.get()
-            if env.now < built_at:  # building takes longer than verification: the verifier waits
+            if building is not None:
+                yield building          # (at once when already built)
+            elif env.now < built_at:  # building takes longer than verification: the verifier waits
                 yield env.timeout(built_at - env.now)
             if not self.push:
                 for d in range(1, self.draft_devices):
@@ -128,7 +145,10 @@ class SSDEngine(Engine):
             if any_miss:
                 t_b = self.costs.backup(b, ctx, self.fast)
                 start = env.now
-                yield env.timeout(t_b)
+                if self.fast:
+                    yield env.timeout(t_b)   # the fast backup is host work
+                else:
+                    yield from self._compute(t_b)
                 self.backup_rounds += 1
                 if not self.fast:
                     self.draft_busy += t_b

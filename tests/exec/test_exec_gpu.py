@@ -1,7 +1,8 @@
 """On a CUDA device: AR, SD and SSD (draft process on the same or a second GPU) give the same greedy
 tokens with the shipped tiny pair, at batch 1 and 3; the same through CUDA graphs (fp32: exactly; bf16:
 up to near-ties of the target's logits) and flash-attn; graphed and flash logits match eager SDPA; a
-verify round, an AR step and the draft's build run without a host sync. Skipped without CUDA (flash
+verify round, an AR step and the draft's build run without a host sync; the draft on a side stream
+(draft_placement "stream") gives the same tokens. Skipped without CUDA (flash
 tests also without the flash_attn package)."""
 
 import pytest
@@ -43,6 +44,18 @@ def test_cuda_greedy_tokens_agree(batch):
                                         temperature=0.7, sampler_c=0.5), **base))
     assert [len(t) for t in t07.token_ids] == [N_NEW] * 3
 
+
+
+def test_stream_placement_gives_the_greedy_tokens():
+    """draft_placement "stream": the draft on a side CUDA stream of the verifier's process (helper thread),
+    graphs captured beside the other thread's work; fp32 greedy tokens equal AR's exactly."""
+    base = dict(prompts=list(BUILTIN_PROMPTS[:3]), max_new_tokens=N_NEW, device="cuda", cuda_graphs="on")
+    ar = run(RunConfig(spec=SpecConfig(mode="ar", batch_size=2), **base)).token_ids
+    rep = run(RunConfig(spec=SpecConfig(mode="ssd", k=3, fanout=(3, 2, 2, 1), batch_size=2),
+                        draft_placement="stream", **base))
+    assert rep.token_ids == ar
+    assert "side CUDA stream" in rep.measurements.meta["draft_placement"]
+    assert rep.measurements.meta["draft_pid"] is None
 
 def _prompt_ids() -> list[list[int]]:
     tok = load_tokenizer(tiny_pair_paths()[0])
