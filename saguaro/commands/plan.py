@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibration.errors import ConfigError, check_number
+from calibration.errors import ConfigError, check_choice, check_number
 from saguaro.commands import common
 
 FLAGS = {"qps": "--qps", "slo_tpot_ms": "--slo-tpot-ms", "slo_ttft_ms": "--slo-ttft-ms",
@@ -42,6 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     d.add_argument("--max-replicas", type=common.integer(), default=256, help="most replicas tried (default 256)")
     d.add_argument("--target-devices", type=common.integer(), help="GPUs of the target (default: from the profile)")
     d.add_argument("--draft-devices", type=common.integer(), default=1, help="GPUs of SSD's draft (default 1)")
+    common.add_placement_args(d)
     d.add_argument("--temperature", type=common.number(), default=0.0, help="sampling temperature (default 0)")
     d.add_argument("--draft-model", default="DRAFT_MODEL", help="draft model name written into the vLLM / SGLang "
                                                                 "settings of --out (default DRAFT_MODEL)")
@@ -91,10 +92,20 @@ def _inputs(args: argparse.Namespace) -> dict:
     if args.target_devices is not None:
         check_number("--target-devices", args.target_devices, 1, 4096, integer=True)
     trace = load_trace(args.trace, field="--trace") if args.trace else None
+    from saguaro_sim.config import PLACEMENTS, SHARINGS
+
+    placement = args.placement or "separate"
+    check_choice("--placement", placement, PLACEMENTS)
+    if args.sharing is not None:
+        check_choice("--sharing", args.sharing, SHARINGS)
+        if placement != "shared":
+            raise ConfigError("--sharing", f"{args.sharing!r} given without --placement shared",
+                              "--sharing only with --placement shared")
     return {"qps": _qps(args.qps), "slo": slo, "trace": trace, "prompt": lengths["prompt"], "output": lengths["output"],
             "num_requests": args.requests, "max_batch": args.max_batch, "modes": modes, "gpu_hour_usd": args.gpu_hour_usd,
             "max_replicas": args.max_replicas, "temperature": args.temperature, "draft_devices": args.draft_devices,
-            "target_devices": args.target_devices, "seed": args.seed, "workers": args.workers}
+            "target_devices": args.target_devices, "seed": args.seed, "workers": args.workers,
+            "placement": placement, "sharing": args.sharing}
 
 
 def config_text(cfg: dict) -> str:

@@ -70,9 +70,10 @@ def summary(x: np.ndarray) -> dict[str, float]:
     return {**{f"p{p}": float(np.percentile(x, p)) for p in PERCENTILES}, "mean": float(np.mean(x))}
 
 
-def gpus_of(mode: str, target_devices: int, draft_devices: int) -> int:
-    """GPUs one replica occupies: the target's, plus SSD's own draft devices (SD drafts on the target's)."""
-    return target_devices + (draft_devices if mode == "ssd" else 0)
+def gpus_of(mode: str, target_devices: int, draft_devices: int, placement: str = "separate") -> int:
+    """GPUs one replica occupies: the target's, plus SSD's own draft devices (SD drafts on the target's, and
+    so does SSD with placement "shared")."""
+    return target_devices + (draft_devices if mode == "ssd" and placement == "separate" else 0)
 
 
 def usd_per_million(gpus: int, gpu_hour_usd: float, tokens_per_s: float) -> float:

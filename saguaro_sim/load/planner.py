@@ -88,7 +88,7 @@ def _job(args: tuple) -> dict:
     """One (mode, load): the fewest replicas meeting the SLO, and the single-replica latencies."""
     (profile, mode, schedule, qps, slo, trace, prompt, output, num_requests, max_batch, max_replicas, price,
      target_devices, lower, seed) = args
-    gpr = gpus_of(mode, target_devices, schedule.draft_devices)
+    gpr = gpus_of(mode, target_devices, schedule.draft_devices, schedule.placement)
     st_out = float(np.mean(trace.output_tokens)) if trace is not None else float(output.mean)
     memo: dict[int, object] = {}
 
@@ -163,7 +163,7 @@ def plan(profile: Profile, qps: Sequence[float], slo: SLO | None = None, trace: 
          prompt: Lengths | int = 512, output: Lengths | int = 256, num_requests: int = 1000, max_batch: int = 64,
          modes: Sequence[str] = MODES, gpu_hour_usd: float = 2.0, max_replicas: int = 256, temperature: float = 0.0,
          draft_devices: int = 1, target_devices: int | None = None, seed: int = 0, workers: int | None = None,
-         progress: bool = False) -> LoadPlan:
+         progress: bool = False, placement: str = "separate", sharing: str | None = None) -> LoadPlan:
     """Plan deployments by load (see the module docstring); workers=None uses every core, 1 runs inline."""
     if not isinstance(profile, Profile):
         raise ConfigError("profile", f"expected Profile, got {type(profile).__name__}", "Profile")
@@ -185,7 +185,7 @@ def plan(profile: Profile, qps: Sequence[float], slo: SLO | None = None, trace: 
     mean_prompt = float(np.mean(trace.prompt_tokens)) if trace is not None else float(prompt.mean)
     mean_out = float(np.mean(trace.output_tokens)) if trace is not None else float(output.mean)
     schedules = {m: best_schedule(profile, m, max_batch, mean_prompt, mean_out, temperature,
-                                  draft_devices=draft_devices) for m in modes}
+                                  draft_devices=draft_devices, placement=placement, sharing=sharing) for m in modes}
     jobs = [(profile, m, schedules[m], q, slo, trace, prompt, output, num_requests, max_batch, max_replicas,
              gpu_hour_usd, tdev, _lower_bound(profile, schedules[m], q, max_batch, mean_prompt, mean_out), seed)
             for q in qps for m in modes]
@@ -207,6 +207,7 @@ def plan(profile: Profile, qps: Sequence[float], slo: SLO | None = None, trace: 
                     schedules={m: s.to_dict() for m, s in schedules.items()},
                     settings={"num_requests": num_requests, "max_batch": max_batch, "max_replicas": max_replicas,
                               "temperature": temperature, "draft_devices": draft_devices, "seed": seed,
+                              "placement": placement, "sharing": sharing,
                               "trace": trace is not None, "prompt": asdict(prompt), "output": asdict(output)})
 
 

@@ -45,6 +45,9 @@ class ConfigSchedule:
     def draft_devices(self) -> int:
         return self.entries[0][1].draft_devices if self.mode == "ssd" else 0
 
+    @property
+    def placement(self) -> str:
+        return self.entries[0][1].placement
     def band(self, batch: int) -> int:
         """Index of the entry used at this live batch size."""
         i = 0
@@ -73,19 +76,20 @@ class ConfigSchedule:
         return cls(tuple(out))
 
 
-def _candidates(mode: str, batch: int, temperature: float, k_max: int, draft_devices: int) -> list[SpecConfig]:
+def _candidates(mode: str, batch: int, temperature: float, k_max: int, draft_devices: int,
+                placement: str = "separate", sharing: str | None = None) -> list[SpecConfig]:
     if mode == "ar":
         return [SpecConfig(mode="ar", k=0, budget=0, batch_size=batch, temperature=temperature)]
     if mode == "sd":
         return [SpecConfig(mode="sd", k=k, batch_size=batch, temperature=temperature) for k in range(1, k_max + 1)]
     return [SpecConfig(mode="ssd", k=k, budget=m * (k + 1), backup=backup, batch_size=batch, temperature=temperature,
-                       draft_devices=draft_devices)
+                       draft_devices=draft_devices, placement=placement, sharing=sharing)
             for k in range(1, k_max + 1) for m in SSD_BUDGET_MULTIPLES for backup in ("neural", "fast")]
 
 
 def best_schedule(profile: Profile, mode: str, max_batch: int, prompt_tokens: float = 512,
                   output_tokens: float = 256, temperature: float = 0.0, k_max: int = 8,
-                  draft_devices: int = 1) -> ConfigSchedule:
+                  draft_devices: int = 1, placement: str = "separate", sharing: str | None = None) -> ConfigSchedule:
     """Per band of batch sizes (1, 2, 4, ... up to max_batch), the configuration with the most tokens/s at that
     batch by the closed forms (at a batch, per-row speed and throughput rank configurations alike)."""
     check_choice("mode", mode, MODES)
@@ -97,7 +101,7 @@ def best_schedule(profile: Profile, mode: str, max_batch: int, prompt_tokens: fl
     entries, last = [], None
     for b in [x for x in BANDS if x <= max_batch]:
         w = Workload(num_sequences=b, output_tokens=max(1, round(output_tokens)), prompt_tokens=round(prompt_tokens))
-        best = max(_candidates(mode, b, temperature, k_max, draft_devices),
+        best = max(_candidates(mode, b, temperature, k_max, draft_devices, placement, sharing),
                    key=lambda s: predict(fast_profile, s, w).tokens_per_s_per_seq)
         key = best.replace(batch_size=1)
         if key != last:

@@ -53,7 +53,8 @@ def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream:
     tokens = int(out.sum())
     span = max(span, 1e-12)
     throughput = tokens / span
-    gpus = gpus_of(config.mode, target_devices or target_devices_of(profile), config.draft_devices)
+    gpus = gpus_of(config.mode, target_devices or target_devices_of(profile), config.draft_devices,
+                   config.placement)
     res = LoadResult(
         mode=config.mode, requests=len(stream), offered_qps=stream.offered_qps, sim_time_s=span, output_tokens=tokens,
         throughput=throughput, request_throughput=len(stream) / span, ttft_s=summary(ttft), tpot_s=summary(tpot),

@@ -44,3 +44,18 @@ def test_bad_values_exit_2_naming_the_flag(capsys, cmd, args, flag):
     code, out, err = run(capsys, cmd, *EAGER, *args)
     assert code == 2 and err.count("\n") == 1 and flag in err and "Traceback" not in err
     assert out == ""
+
+
+@pytest.mark.parametrize("extra, flag", [(("--placement", "both"), "--placement"),
+                                         (("--sharing", "concurrent"), "--sharing")])
+def test_plan_placement_flags_are_checked(capsys, extra, flag):
+    code, out, err = run(capsys, "plan", "--qps", "1", "--requests", "20", *extra)
+    assert code == 2 and err.strip().count("\n") == 0 and flag in err and not out
+
+
+def test_plan_shared_counts_the_target_gpus_only(capsys):
+    code, out, err = run(capsys, "plan", "--profile", "h200-llama8b-llama1b-eager", "--qps", "1", "--requests", "50",
+                         "--modes", "ssd", "--placement", "shared", "--workers", "1", "--json")
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]
+    assert row["gpus"] == row["replicas"]

@@ -99,3 +99,15 @@ def test_parallel_sweep_matches_the_inline_one():
     a = saguaro_sim.plan(PROFILE, workers=1, **kw)
     b = saguaro_sim.plan(PROFILE, workers=2, **kw)
     assert a.rows == b.rows and a.best == b.best
+
+
+def test_shared_placement_counts_no_draft_gpu_and_is_slower_than_separate():
+    """SSD with its draft on the target's GPUs (placement shared, time-sliced) occupies the target's 4 GPUs per
+    replica, not 5, and its rounds serialize draft and target work, so its unloaded p50 TPOT is above the
+    separate placement's; the settings record the placement."""
+    kw = dict(num_requests=100, modes=("ssd",), workers=1)
+    sep = saguaro_sim.plan(PROFILE, [1], SLO(1000, 10_000), **kw)
+    sh = saguaro_sim.plan(PROFILE, [1], SLO(1000, 10_000), placement="shared", **kw)
+    assert sep.row(1.0, "ssd")["gpus"] == 5 and sh.row(1.0, "ssd")["gpus"] == 4
+    assert sh.row(1.0, "ssd")["tpot_ms"]["p50"] > sep.row(1.0, "ssd")["tpot_ms"]["p50"]
+    assert sh.settings["placement"] == "shared" and sh.schedules["ssd"][0]["placement"] == "shared"
