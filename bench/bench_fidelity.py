@@ -231,6 +231,28 @@ def _print_row(r: dict) -> None:
           f" tok/rnd {pred['tokens_per_round']:.2f}/{meas['tokens_per_round']:.2f} hit {hp}/{hm}")
 
 
+def profile_cache(save: Path, paired: bool = False, single: bool = False, bare: bool = False):
+    """profile_for(spec, i=0): the profile evaluate predicts a config with (fitted on the grid and the saved
+    calibration runs, pooled over passes unless `paired`; per mode and temperature unless `single` / `bare`),
+    fitted once per key (`.cache`); `.calib_sets` are the calibration runs per pass."""
+    grid = Measurements.from_json(save / "grid.json")
+    n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
+    calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
+    if not paired:
+        calib_sets = [[m for c in calib_sets for m in c]] * n_pass
+    cache: dict[tuple, object] = {}
+
+    def profile_for(spec: SpecConfig, i: int = 0):
+        key = (i, None, None) if single or bare else (i, spec.mode, spec.temperature)
+        if key not in cache:
+            cache[key] = fit(grid, *calib_sets[i], name="fidelity-calibration", executor=not bare,
+                             mode=key[1], temperature=key[2])
+        return cache[key]
+
+    profile_for.cache, profile_for.calib_sets = cache, calib_sets
+    return profile_for
+
+
 def evaluate(args: argparse.Namespace, save: Path) -> dict:
     """Fit on the saved calibration runs, predict every saved test config, compare medians; print and return.
 
@@ -240,21 +262,11 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     _, workload = _workload(args)
     state = json.loads((save / "collect.json").read_text())
     tests = [(n, sp) for n, sp in TESTS if n in state["tests_run"]] if "tests_run" in state else _tests(args)
-    grid = Measurements.from_json(save / "grid.json")
     n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
-    calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
-    if not args.paired:
-        calib_sets = [[m for c in calib_sets for m in c]] * n_pass
-    cache: dict[tuple, object] = {}
-
-    def profile_for(spec: SpecConfig, i: int):
-        key = (i, None, None) if args.single or args.bare else (i, spec.mode, spec.temperature)
-        if key not in cache:
-            cache[key] = fit(grid, *calib_sets[i], name="fidelity-calibration", executor=not args.bare,
-                             mode=key[1], temperature=key[2])
-        return cache[key]
-
-    all_calib = [m for c in calib_sets[:1] for m in c] if not args.paired else [m for c in calib_sets for m in c]
+    profile_for = profile_cache(save, args.paired, args.single, args.bare)
+    cache = profile_for.cache
+    all_calib = [m for c in profile_for.calib_sets[:1] for m in c] if not args.paired else \
+        [m for c in profile_for.calib_sets for m in c]
 
     def row(name: str, adjust: bool = False) -> dict:
         runs = _repeats(save, name)
