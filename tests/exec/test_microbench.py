@@ -39,7 +39,7 @@ def test_profile_latency_rows_and_ordering():
     seen = []
     rows = profile_latency(model, "draft", LatencyGrid((1, 4), (1, 64), (32,)), warmup=1, repeats=5, threads=1,
                            progress=lambda i, n: seen.append((i, n)))
-    assert seen[-1] == (4, 4) and len(rows) == 4
+    assert seen[-1] == (20, 20) and len(rows) == 4   # 4 points x 5 interleaved passes
     for r in rows:
         assert set(LATENCY_FIELDS) <= set(r) and r["who"] == "draft" and r["n"] == 5
         assert 0 < r["p10_s"] <= r["median_s"] <= r["p90_s"]
@@ -49,6 +49,32 @@ def test_profile_latency_rows_and_ordering():
         profile_latency(small(positions=64), "target", LatencyGrid((1,), (8,), (100,)))
     with pytest.raises(ConfigError, match="repeats"):
         profile_latency(model, "target", repeats=0)
+
+
+def test_interleaved_passes_spread_a_drifting_machine_over_every_point():
+    """Four points of equal cost on a machine that slows down 3x over the run (a forward hook sleeping longer
+    each call): timed in interleaved passes, their medians agree; point by point, the last would read ~2x the
+    first and the latency fit would bend at whichever batch size hit the slow window."""
+    import time
+
+    from saguaro_exec.measure.microbench import interleaved_passes
+
+    passes = interleaved_passes(4, 5)
+    assert all(sorted(p) == [0, 1, 2, 3] for p in passes) and len({tuple(p) for p in passes}) > 1
+    model = small(hidden=32, layers=1)
+    calls = []
+
+    def drift(_module, _args):
+        calls.append(0)
+        time.sleep(0.004 * (1 + 2 * min(1.0, len(calls) / 30)))
+
+    hook = model.register_forward_pre_hook(drift)
+    try:
+        rows = profile_latency(model, "target", LatencyGrid((1, 2), (1, 2), (16,)), warmup=1, repeats=5, threads=1)
+    finally:
+        hook.remove()
+    med = [r["median_s"] for r in rows]
+    assert len(calls) >= 26 and max(med) / min(med) < 1.4, med
 
 
 def test_profile_link_two_processes_clean_exit():
