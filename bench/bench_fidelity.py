@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fidelity_configs import CALIBRATION, QUICK_CALIBRATION, QUICK_TESTS, TESTS, coverage  # noqa: E402
+from bench.fidelity_phases import breakdown, format_breakdown  # noqa: E402
 from bench.fidelity_stats import (  # noqa: E402
     beyond_noise,
     error_summary,
@@ -271,18 +272,26 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     def row(name: str, adjust: bool = False) -> dict:
         runs = _repeats(save, name)
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
-        preds = [predicted(profile_for(spec, i), spec, workload, seed=0)[0] for i in range(min(n_pass, len(runs)))]
+        sims = [predicted(profile_for(spec, i), spec, workload, seed=0) for i in range(min(n_pass, len(runs)))]
+        preds = [p for p, _ in sims]
         f = drift(runs, all_calib) if adjust else None
         if f is not None:
             preds = [{**p, "tokens_per_s": p["tokens_per_s"] / f} for p in preds]
         out = compare(name, runs, preds)
         out["drift"] = f
         out["measured_phases"] = phases(runs)
+        if not adjust:       # measured vs charged per phase (bench/fidelity_phases.py), on pass 0's profile
+            res = sims[0][1]
+            out["phase_breakdown"] = breakdown(profile_for(spec, 0), runs, {"round_s": res.sim_time_s /
+                                                                            max(1, res.rounds)})
         return out
 
     rows = [row(name) for name, _ in tests]
     for r in rows:
         _print_row(r)
+    print("phase breakdown, ms per steady round, measured/charged (microbenchmark+executor overhead):")
+    for r in rows:
+        print("  " + format_breakdown(r["name"], r["phase_breakdown"]).replace("\n", "\n  "))
     adj = [row(name, adjust=True) for name, _ in tests]
     adjusted = error_summary(adj) if all(r["drift"] is not None for r in adj) else None
     if adjusted is not None:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibration.fit import run_of  # noqa: E402
 from calibration.fit_acceptance import RunRounds, steady_rounds  # noqa: E402
-from calibration.fit_executor import batch_widths, tree_width  # noqa: E402
+from calibration.fit_executor import forward_widths, tree_width  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
 from calibration.profile import Profile  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
@@ -37,7 +37,13 @@ def _g(row: dict, key: str) -> float:
 
 
 def _charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, tuple[float, float]]:
-    """{phase: (microbenchmark s, executor overhead s)} the simulator charges for this round."""
+    """{phase: (microbenchmark s, executor overhead s)} the simulator charges for this round (a forward never
+    below 0 s, as saguaro_sim.costs clamps it: the overhead is cut to -micro there)."""
+    raw = _raw_charges(c, run, row, width)
+    return {ph: (mi, max(ov, -mi)) for ph, (mi, ov) in raw.items()}
+
+
+def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, tuple[float, float]]:
     p, k, t = c.profile, run.k, run.temperature
     ctx = float(np.mean(row.get("context") or [0]))
     ex = (lambda kind, n: 0.0) if p.executor is None else (lambda kind, n: p.executor(kind, width, n, t))
@@ -58,7 +64,8 @@ def _charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, 
 
 def _measured(run: RunRounds, row: dict) -> dict[str, float]:
     """{phase: measured s} of one round (SD's draft includes the catch-up after the verification, as the
-    executor fit's draft_step does)."""
+    executor fit's draft_step does; SSD's draft_round is the round's time beyond the draft's forwards and the
+    outcome send in rounds the draft bound, as calibration.fit_executor.draft_round fits it, else 0)."""
     span = _g(row, "t1") - _g(row, "t0")
     if run.mode == "ar":
         return {"step": _g(row, "verify_s"), "other": span - _g(row, "verify_s")}
@@ -68,6 +75,9 @@ def _measured(run: RunRounds, row: dict) -> dict[str, float]:
             "glue": _g(row, "glue_s"), "fork": _g(row, "fork_s"), "tree": _g(row, "tree_s")}
     if _g(row, "backup_s") > 0:
         side["backup"] = _g(row, "backup_s")
+    work = sum(side[p] for p in ("glue", "fork", "tree")) + side.get("backup", 0.0)
+    bound = work > side["verify"] + side["msg"]
+    side["draft_round"] = max(0.0, span - work - side["msg"]) if bound else 0.0
     return side
 
 
@@ -86,14 +96,13 @@ def breakdown(profile: Profile, runs: list[Measurements], sim: dict | None = Non
     spans, tokens, widths, prefill = [], [], [], []
     n_rounds = 0
     for run in rr:
-        w = batch_widths(run)
+        width_of = forward_widths(run)
         for row in run.rounds:
             for _ in row.get("refill") or []:
                 prefill.append(_g(row, "prefill_s") / len(row["refill"]))
         steady = steady_rounds(run)
         for row in steady:
-            width = w.get(row.get("batch_index", 0), int(row.get("batch", 1))) if run.mode == "ssd" else \
-                int(row.get("batch", 1))
+            width = width_of(row)
             n_rounds += 1
             widths.append(width)
             spans.append(_g(row, "t1") - _g(row, "t0"))

@@ -98,13 +98,17 @@ def test_profile_and_calibrate_commands_write_files(tmp_path, capsys):
     assert [p.name for p in out.parent.iterdir()] == ["grid.json"]  # atomic: no temp file left behind
     # a run's rounds (synthetic here) + the grid -> a profile
     run = tmp_path / "run.json"
-    rounds = [{"accepted": [i % 4], "from_backup": [False], "bonus_rank": [i % 3]} for i in range(200)]
+    rounds = [{"accepted": [i % 4], "from_backup": [False], "bonus_rank": [i % 3], "batch": 1, "context": [20],
+               "t0": 0.01 * i, "t1": 0.01 * i + 0.009, "verify_s": 0.004 + 0.001 * (i % 2)} for i in range(200)]
     Measurements(meta={"spec": {"mode": "ssd", "k": 3, "temperature": 0.0}, "top_n": 8}, rounds=rounds).to_json(run)
     prof = tmp_path / "prof.json"
     assert cli(["calibrate", str(out), str(run), "-o", str(prof), "--name", "t"]) == 0
     p = Profile.from_json(prof)
     assert p.name == "t" and p.provenance["samples"]["rounds"] == 200 and p.vocab_size == 256
     assert p.hits.hit(3, 0) == pytest.approx(1.0)  # ranks 0..2 all fall inside a fan-out of 3
+    over = p.executor("verify", 1, 4) + p.target(1, 4, 20)      # the run's executor costs are in the profile
+    assert "verify" in p.executor.lines["greedy"] and over == pytest.approx(0.0045, rel=0.05)
+    assert "executor" in json.loads(prof.read_text())
     assert cli(["profile", "--batches", "0", "-o", str(out)]) == 2
     assert "--batches" in capsys.readouterr().err
     (tmp_path / "bad.json").write_text(json.dumps({"schema_version": 99}))
