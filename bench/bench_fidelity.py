@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fidelity_configs import CALIBRATION, QUICK_CALIBRATION, QUICK_TESTS, TESTS, coverage  # noqa: E402
+from bench.fidelity_phases import breakdown, format_breakdown  # noqa: E402
 from bench.fidelity_stats import (  # noqa: E402
     beyond_noise,
     error_summary,
@@ -231,6 +232,28 @@ def _print_row(r: dict) -> None:
           f" tok/rnd {pred['tokens_per_round']:.2f}/{meas['tokens_per_round']:.2f} hit {hp}/{hm}")
 
 
+def profile_cache(save: Path, paired: bool = False, single: bool = False, bare: bool = False):
+    """profile_for(spec, i=0): the profile evaluate predicts a config with (fitted on the grid and the saved
+    calibration runs, pooled over passes unless `paired`; per mode and temperature unless `single` / `bare`),
+    fitted once per key (`.cache`); `.calib_sets` are the calibration runs per pass."""
+    grid = Measurements.from_json(save / "grid.json")
+    n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
+    calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
+    if not paired:
+        calib_sets = [[m for c in calib_sets for m in c]] * n_pass
+    cache: dict[tuple, object] = {}
+
+    def profile_for(spec: SpecConfig, i: int = 0):
+        key = (i, None, None) if single or bare else (i, spec.mode, spec.temperature)
+        if key not in cache:
+            cache[key] = fit(grid, *calib_sets[i], name="fidelity-calibration", executor=not bare,
+                             mode=key[1], temperature=key[2])
+        return cache[key]
+
+    profile_for.cache, profile_for.calib_sets = cache, calib_sets
+    return profile_for
+
+
 def evaluate(args: argparse.Namespace, save: Path) -> dict:
     """Fit on the saved calibration runs, predict every saved test config, compare medians; print and return.
 
@@ -240,37 +263,35 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     _, workload = _workload(args)
     state = json.loads((save / "collect.json").read_text())
     tests = [(n, sp) for n, sp in TESTS if n in state["tests_run"]] if "tests_run" in state else _tests(args)
-    grid = Measurements.from_json(save / "grid.json")
     n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
-    calib_sets = [_load(save, f"calib_*_p{i}") for i in range(n_pass)]
-    if not args.paired:
-        calib_sets = [[m for c in calib_sets for m in c]] * n_pass
-    cache: dict[tuple, object] = {}
-
-    def profile_for(spec: SpecConfig, i: int):
-        key = (i, None, None) if args.single or args.bare else (i, spec.mode, spec.temperature)
-        if key not in cache:
-            cache[key] = fit(grid, *calib_sets[i], name="fidelity-calibration", executor=not args.bare,
-                             mode=key[1], temperature=key[2])
-        return cache[key]
-
-    all_calib = [m for c in calib_sets[:1] for m in c] if not args.paired else [m for c in calib_sets for m in c]
+    profile_for = profile_cache(save, args.paired, args.single, args.bare)
+    cache = profile_for.cache
+    all_calib = [m for c in profile_for.calib_sets[:1] for m in c] if not args.paired else \
+        [m for c in profile_for.calib_sets for m in c]
 
     def row(name: str, adjust: bool = False) -> dict:
         runs = _repeats(save, name)
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
-        preds = [predicted(profile_for(spec, i), spec, workload, seed=0)[0] for i in range(min(n_pass, len(runs)))]
+        sims = [predicted(profile_for(spec, i), spec, workload, seed=0) for i in range(min(n_pass, len(runs)))]
+        preds = [p for p, _ in sims]
         f = drift(runs, all_calib) if adjust else None
         if f is not None:
             preds = [{**p, "tokens_per_s": p["tokens_per_s"] / f} for p in preds]
         out = compare(name, runs, preds)
         out["drift"] = f
         out["measured_phases"] = phases(runs)
+        if not adjust:       # measured vs charged per phase (bench/fidelity_phases.py), on pass 0's profile
+            res = sims[0][1]
+            out["phase_breakdown"] = breakdown(profile_for(spec, 0), runs, {"round_s": res.sim_time_s /
+                                                                            max(1, res.rounds)})
         return out
 
     rows = [row(name) for name, _ in tests]
     for r in rows:
         _print_row(r)
+    print("phase breakdown, ms per steady round, measured/charged (microbenchmark+executor overhead):")
+    for r in rows:
+        print("  " + format_breakdown(r["name"], r["phase_breakdown"]).replace("\n", "\n  "))
     adj = [row(name, adjust=True) for name, _ in tests]
     adjusted = error_summary(adj) if all(r["drift"] is not None for r in adj) else None
     if adjusted is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from saguaro_sim import SpecConfig as S
 
-CALIBRATION = [  # acceptance/hits at T 0, 0.7, 1.0 up to K = 8, C < 1, both backups, SD and AR, widths 1..4
+CALIBRATION = [  # acceptance/hits at T 0, 0.7, 1.0 up to K = 8, C < 1, both backups, SD and AR, widths 1..6
     S(mode="ssd", k=8, budget=32, temperature=0.0),
     S(mode="ssd", k=8, budget=32, temperature=0.7),
     S(mode="ssd", k=8, budget=32, temperature=1.0),
@@ -17,6 +17,12 @@ CALIBRATION = [  # acceptance/hits at T 0, 0.7, 1.0 up to K = 8, C < 1, both bac
     S(mode="sd", k=4, temperature=0.0),
     S(mode="sd", k=4, temperature=0.7, batch_size=2),
     S(mode="ar", k=0, batch_size=2),
+    # widths 6, then 2 (the queue's tail): per-width executor costs need a lever arm, or a line fitted at widths
+    # 1-2 is extrapolated to 8 (bench/fidelity_phases.py on the 2026-12-01 runs); AR and SD also sampled
+    S(mode="ar", k=0, temperature=0.0, batch_size=6),
+    S(mode="ar", k=0, temperature=0.7, batch_size=6),
+    S(mode="sd", k=4, temperature=0.0, batch_size=6),
+    S(mode="sd", k=3, temperature=0.7, batch_size=6),
 ]
 QUICK_CALIBRATION = [CALIBRATION[i] for i in (0, 1, 3, 6, 9, 11)]
 

@@ -1,14 +1,16 @@
 """Executor costs from real runs' rounds: overheads per kind of forward (beyond the microbenchmarks), the
 draft's own per-round time in SSD (median + stall tail), and the effective one-way message time.
 
-Every forward is costed at the batch width the executor ran it (a batch's rows ride along once finished, so
-the width is the batch's first-round size), per kind: verify (target, K+1), ar_step (target, 1),
-draft_step (SD: (round - verify) / K), glue (draft, K+1), fork (no microbenchmark: all overhead), tree_step
-(draft, the round's tree width: the larger schedule total over its rows, primary or after-miss),
-backup_step (neural backup / K). Greedy (T = 0) and sampled (T > 0) runs are fitted apart.
+Every forward is costed at the batch width the executor ran it (``forward_widths``: recorded per round; SSD's
+finished rows ride along once the queue is empty, AR and SD forward only their live rows), per kind: verify
+(target, K+1), ar_step (target, 1), draft_step (SD: (round - verify) / K), glue (draft, K+1), fork (no
+microbenchmark: all overhead), tree_step (draft, the round's tree width: the larger schedule total over its rows,
+primary or after-miss), backup_step (neural backup / K). Greedy (T = 0) and sampled (T > 0) runs are fitted apart.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -37,6 +39,23 @@ def batch_widths(run: RunRounds) -> dict[int, int]:
     return out
 
 
+def forward_widths(run: RunRounds) -> Callable[[dict], int]:
+    """width(row): the rows that round's forwards ran. The executor records it (``width``); older runs: the
+    live count where AR / SD refill at the row level (their rounds carry ``refill``: finished rows are closed,
+    so only live rows are forwarded), else the batch's largest live count (finished rows rode along, as they
+    still do in SSD once the queue is empty)."""
+    widths = batch_widths(run)
+    compacts = run.mode != "ssd" and any("refill" in r for r in run.rounds)
+
+    def width(row: dict) -> int:
+        if row.get("width"):
+            return int(row["width"])
+        live = int(row.get("batch", 1))
+        return live if compacts else widths.get(row.get("batch_index", 0), live)
+
+    return width
+
+
 def tree_width(run: RunRounds, row: dict) -> int:
     """Branches the round's tree held: the larger of its rows' schedule totals (after-miss for rows whose
     speculation came from the backup); the budget when the run records no schedules."""
@@ -54,10 +73,10 @@ def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, in
         out.setdefault((regime, kind), []).append(tuple(v))
 
     for run in runs:
-        k, widths = run.k, batch_widths(run)
+        k, width = run.k, forward_widths(run)
         regime = "sampled" if run.temperature > 0 else "greedy"
         for row in steady_rounds(run):
-            b, c = widths.get(row.get("batch_index", 0), int(row.get("batch", 1))), _ctx(row)
+            b, c = width(row), _ctx(row)
             if _g(row, "verify_s") > 0:
                 add(regime, "ar_step" if run.mode == "ar" else "verify", b, 1 if run.mode == "ar" else k + 1, c,
                     _g(row, "verify_s"))

@@ -46,7 +46,7 @@ def ar_rounds(ver: Verifier, r0: int, now: Callable[[], float], fallback: str | 
             state.append(b, [int(tok[b])], r)
         t1 = now()
         rounds.append(new_round(r, t0, t1, live, verify_s=t1 - t0, context=ctx, seq=[state.slots[b].rid for b in live],
-                                **admitted, **extra))
+                                width=len(seqs), **admitted, **extra))
         events.append(event(name, "verifier", t0, t1, round=r))
         r += 1
     return rounds, events

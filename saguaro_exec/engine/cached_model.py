@@ -90,28 +90,52 @@ class CachedModel:
         """Row ``dst`` takes row ``src``'s K/V (a live row filling a finished one's place)."""
         self.cache.copy_row(src, dst)
 
-    @torch.inference_mode()
     def prefill_row(self, row: int, chunk: list[int]) -> None:
         """Cache ``chunk`` at slots 0.. of row ``row`` alone (a refilled row); the other rows keep theirs."""
-        t = len(chunk)
-        if t == 0:
+        self.prefill_rows([row], [chunk])
+
+    @torch.inference_mode()
+    def prefill_rows(self, rows: list[int], chunks: list[list[int]]) -> None:
+        """Cache chunks[i] at slots 0.. of row rows[i] (refilled rows) while the other rows keep theirs: one
+        forward per run of consecutive rows (a viewable cache; rows that finish together are usually
+        consecutive), one forward for all of them otherwise, instead of one forward per row."""
+        todo = sorted((r, c) for r, c in zip(rows, chunks) if c)
+        if not todo:
             return
-        ar = torch.arange(t).view(1, t)
-        if self.movable:
-            dev = self.device
-            mask = causal_mask(torch.zeros(1, dtype=torch.long), t, t).to(dev)
-            self.model(torch.tensor([chunk]).to(dev), ar.to(dev), self.cache.rows(row, 1), ar.to(dev), mask)
+        if not self.movable:
+            self._prefill_whole(todo)
             return
-        b, cap = self.cache.batch, self.capacity                 # whole batch: other rows write their last
-        toks = torch.zeros(b, t, dtype=torch.long)                # slot, which no query of theirs ever sees
-        toks[row] = torch.tensor(chunk)
+        runs: list[list[tuple[int, list[int]]]] = []
+        for r, c in todo:
+            if runs and runs[-1][-1][0] == r - 1:
+                runs[-1].append((r, c))
+            else:
+                runs.append([(r, c)])
+        dev = self.device
+        for run in runs:
+            t = max(len(c) for _, c in run)
+            toks = torch.zeros(len(run), t, dtype=torch.long)
+            for i, (_, c) in enumerate(run):
+                toks[i, : len(c)] = torch.tensor(c, dtype=torch.long)   # right-padded: see extend
+            ar = torch.arange(t).view(1, t).expand(len(run), t).to(dev)
+            mask = causal_mask(torch.zeros(len(run), dtype=torch.long), t, t).to(dev)
+            self.model(toks.to(dev), ar, self.cache.rows(run[0][0], len(run)), ar, mask)
+
+    def _prefill_whole(self, todo: list[tuple[int, list[int]]]) -> None:
+        """A cache that cannot be viewed (tensor parallel): one forward of the whole batch, in which the
+        rows not being refilled write their last slot, which no query of theirs ever sees."""
+        b, cap = self.cache.batch, self.capacity
+        t = max(len(c) for _, c in todo)
+        toks = torch.zeros(b, t, dtype=torch.long)
         pos = torch.zeros(b, t, dtype=torch.long)
-        pos[row] = ar[0]
         slots = torch.full((b, t), cap - 1, dtype=torch.long)
-        slots[row] = ar[0]
         mask = torch.zeros(b, t, cap, dtype=torch.bool)
         mask[:, :, cap - 1] = True
-        mask[row] = causal_mask(torch.zeros(1, dtype=torch.long), t, cap)[0]
+        ar = torch.arange(t)
+        for row, c in todo:
+            toks[row, : len(c)] = torch.tensor(c, dtype=torch.long)
+            pos[row], slots[row] = ar, ar
+            mask[row] = causal_mask(torch.zeros(1, dtype=torch.long), t, cap)[0]
         dev = self.device
         self.model(toks.to(dev), pos.to(dev), self.cache, slots.to(dev), mask.to(dev))
 

@@ -43,18 +43,24 @@ class Drafter:
         self.seqs = remap(self.seqs, moves, w, n, [])
         self.done = remap(self.done, moves, w, n, False)
         self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, w, n, 0), dtype=torch.long)
-        for b in admitted:
-            self.restart_row(b, self.state.slots[b].tokens)
+        self.restart_rows(admitted, [self.state.slots[b].tokens for b in admitted])
 
     def restart_row(self, b: int, prompt: list[int]) -> None:
         """Row ``b`` (an existing row, or the next new one) starts ``prompt``: cached but its last token."""
-        if b == len(self.seqs):
-            self.seqs.append([])
-            self.done.append(False)
-            self.n_valid = torch.cat([self.n_valid, torch.zeros(1, dtype=torch.long)])
-        self.seqs[b], self.done[b] = list(prompt), False
-        self.runner.prefill_row(b, self.seqs[b][:-1])
-        self.n_valid[b] = len(self.seqs[b]) - 1
+        self.restart_rows([b], [prompt])
+
+    def restart_rows(self, rows: list[int], prompts: list[list[int]]) -> None:
+        """Each row of ``rows`` (existing ones, or the next new ones in order) starts its prompt, cached but
+        its last token, the prefills batched (CachedModel.prefill_rows)."""
+        for b, prompt in zip(rows, prompts):
+            if b == len(self.seqs):
+                self.seqs.append([])
+                self.done.append(False)
+                self.n_valid = torch.cat([self.n_valid, torch.zeros(1, dtype=torch.long)])
+            self.seqs[b], self.done[b] = list(prompt), False
+        self.runner.prefill_rows(list(rows), [self.seqs[b][:-1] for b in rows])
+        for b in rows:
+            self.n_valid[b] = len(self.seqs[b]) - 1
 
     @property
     def lengths(self) -> torch.Tensor:

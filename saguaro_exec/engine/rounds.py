@@ -1,8 +1,9 @@
 """Per-round measurement rows (``calibration.Measurements.rounds``) and trace events, shared by engines.
 
 Per-sequence lists cover the rows still generating at that round; ``seq`` names their requests (index in
-the run's queue of prompts), ``slot`` their cache rows; a round after a refill names the admitted requests
-in ``refill`` and their prefill time in ``prefill_s`` (outside t0..t1). These, ``draft_times`` and SSD's ``handoff``
+the run's queue of prompts), ``slot`` their cache rows, ``width`` the rows its forwards ran (SSD's finished
+rows ride along once the queue is empty); a round after a refill names the admitted requests in ``refill`` and
+their prefill time in ``prefill_s`` (outside t0..t1; the admitted rows' prefills are batched). These, ``draft_times`` and SSD's ``handoff``
 message stamps are extra keys beside the calibration schema's ROUND_FIELDS.
 """
 

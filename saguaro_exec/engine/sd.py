@@ -75,8 +75,8 @@ def sd_rounds(ver: Verifier, dr: Drafter, fanout: tuple[int, ...], k: int, r0: i
         dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
         t3 = now()
         rounds.append(new_round(r, t0, t3, live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
-                                accepted=[int(acc[b]) for b in live], seq=[ver.state.slots[b].rid for b in live],
-                                bonus_rank=[ranks[b] for b in live], context=ctx, **admitted, **extra))
+                                width=len(ver.state), accepted=[int(acc[b]) for b in live],
+                                seq=[ver.state.slots[b].rid for b in live], bonus_rank=[ranks[b] for b in live], context=ctx, **admitted, **extra))
         events += [event(draft_name, draft_track, t0, t1, round=r), event("verify", "verifier", t1, t2, round=r)]
         r += 1
     return rounds, events

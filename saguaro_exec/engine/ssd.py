@@ -49,7 +49,7 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
     """Round rows and trace events of a batch from its log: round r verified ``replies[r]``; the reply
     after it (``replies[r + 1]``, when one came) says whether r's outcome hit."""
     rounds = []
-    for (r, t0, t1, t2, t3, live, ctx, acc, rids, admitted), reply in zip(log, replies):
+    for (r, t0, t1, t2, t3, live, ctx, acc, rids, admitted, width), reply in zip(log, replies):
         events += _draft_events(reply, r)
         reply_s = reply.times.get("reply", (0.0, 0.0))
         backup_s = reply.times.get("backup", (0.0, 0.0))
@@ -59,7 +59,7 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
                                 accepted=[int(acc_l[b]) for b in live],
                                 from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx,
                                 handoff={n: list(reply.times[n]) for n in HANDOFF if n in reply.times},
-                                seq=rids, **admitted))
+                                seq=rids, width=width, **admitted))
         events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
                    event("send", "verifier", t2, t3, round=r)]
         if r + 1 < len(replies):
@@ -115,7 +115,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
                 link.send(acc, bonus, done, stop, tuple(fresh))
             finally:
                 t3 = now()
-                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted))
+                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, len(ver.state)))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
             t0, r = now(), r + 1
             admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}

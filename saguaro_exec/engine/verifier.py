@@ -35,10 +35,9 @@ class Verifier:
             self.runner.move_row(src, dst)
         self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, self.state.width, len(self.state), 0),
                                     dtype=torch.long)
+        self.runner.prefill_rows(admitted, [self.state.slots[b].tokens[:-1] for b in admitted])  # one forward
         for b in admitted:
-            toks = self.state.slots[b].tokens
-            self.runner.prefill_row(b, toks[:-1])
-            self.n_valid[b] = len(toks) - 1
+            self.n_valid[b] = len(self.state.slots[b].tokens) - 1
 
     def prefill(self) -> None:
         """Cache every prompt but its last token (which is fed with the first speculation)."""

@@ -102,6 +102,8 @@ def profile_latency(model_or_path: Transformer | str | os.PathLike, who: str, gr
                     progress: bool | Callable[[int, int], None] = False,
                     dtype: torch.dtype = torch.float32, threads: int | None = None) -> list[dict]:
     """Time one model over a grid; rows in calibration LATENCY_FIELDS (median with p10/p90 over repeats).
+    The points are timed in interleaved passes (``interleaved_passes``): `warmup` untimed forwards per point in
+    the first pass, then one timed forward per point and pass, as the executor alternates shapes too.
 
     threads: torch CPU threads while timing (restored after); match what the executor's processes use.
     """
@@ -128,24 +130,40 @@ def _profile(model_or_path, who, grid, device, warmup, repeats, progress, dtype)
                           f"context + new_tokens <= {limit}")
     big = max(points, key=lambda p: p[0] * p[1])
     time_forward(model, big[0], big[1], big[2], device, warmup=max(1, warmup), repeats=1)  # first-call costs
+    total = len(points) * repeats
     bar = None
     if progress is True:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(points), desc=f"latency {who}", unit="shape", leave=False)
+        bar = tqdm(total=total, desc=f"latency {who}", unit="forward", leave=False)
+    times: list[list[float]] = [[] for _ in points]
+    done = 0
+    for i, order in enumerate(interleaved_passes(len(points), repeats)):
+        for j in order:              # every point once per pass, so a drifting machine slows them all alike
+            b, n, c = points[j]
+            times[j] += time_forward(model, b, n, c, device, warmup if i == 0 else 0, 1)
+            done += 1
+            if bar is not None:
+                bar.update(1)
+            elif callable(progress):
+                progress(done, total)
+    if bar is not None:
+        bar.close()
     rows = []
-    for i, (b, n, c) in enumerate(points):
-        ts = np.asarray(time_forward(model, b, n, c, device, warmup, repeats))
+    for (b, n, c), t in zip(points, times):
+        ts = np.asarray(t)
         rows.append({"who": who, "batch": b, "new_tokens": n, "context": c, "median_s": float(np.median(ts)),
                      "p10_s": float(np.percentile(ts, 10)), "p90_s": float(np.percentile(ts, 90)),
                      "n": int(len(ts))})
-        if bar is not None:
-            bar.update(1)
-        elif callable(progress):
-            progress(i + 1, len(points))
-    if bar is not None:
-        bar.close()
     return rows
+
+
+def interleaved_passes(n_points: int, repeats: int, seed: int = 0) -> list[list[int]]:
+    """Timing order: `repeats` passes over every point, each in its own seeded shuffle. Timed point by point,
+    a machine whose speed drifts (a shared CPU) gave whole batch sizes a slow or a fast window, and the
+    fitted latency a bend that is not the model's; interleaved, each point's median spans the whole run."""
+    rng = np.random.default_rng(seed)
+    return [[int(j) for j in rng.permutation(n_points)] for _ in range(repeats)]
 
 
 def profile_pair(target: Transformer | str | os.PathLike, draft: Transformer | str | os.PathLike,

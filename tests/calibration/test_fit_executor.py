@@ -64,6 +64,24 @@ def test_overheads_fitted_per_kind_at_the_batch_width_and_extrapolated_linearly(
     assert p.executor("verify", 8, k + 1, temperature=0.7) == p.executor("verify", 8, k + 1)  # no sampled runs
 
 
+@pytest.mark.parametrize("recorded", [True, False])
+def test_ar_and_sd_overheads_fitted_at_the_live_width_they_forward(recorded):
+    """AR / SD close finished rows (row-level refill), so a round forwards its live rows only: the width is the
+    round's ``width`` (recorded) or, in older runs with refills, its live count, not the batch's largest."""
+    k, ctx, rows = 2, 50.0, []
+    for i in range(80):
+        live = 4 - i // 20                                   # rows finish and are closed: widths 4, 3, 2, 1
+        over = 0.001 + 0.0001 * live * (k + 1)
+        row = {"batch_index": 0, "round": i, "t0": i, "t1": i + 1, "batch": live,
+               "verify_s": lin_truth(live * (k + 1), live * ctx) + over, "accepted": [0] * live,
+               "from_backup": [False] * live, "bonus_rank": [0] * live, "context": [ctx] * live}
+        row.update({"width": live} if recorded else {"refill": [i]} if i % 20 == 0 else {})
+        rows.append(row)
+    p = fit(grid(), Measurements(meta={"spec": {"mode": "sd", "k": k, "temperature": 0.0}}, rounds=rows))
+    assert p.executor("verify", 8, k + 1) == pytest.approx(0.001 + 0.0001 * 8 * (k + 1), rel=0.03)
+    assert p.executor("verify", 1, k + 1) == pytest.approx(0.001 + 0.0001 * (k + 1), rel=0.03)
+
+
 def test_sd_at_positive_temperature_pays_the_sampling_the_ssd_runs_measured():
     """Draft-side kinds fitted at T = 0 and T = 0.7 (SSD) give the sampling extra; SD, run only greedy, gets a
     sampled draft step = its greedy one + that extra."""

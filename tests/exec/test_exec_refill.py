@@ -13,6 +13,7 @@ from saguaro_exec.engine.ar import run_ar
 from saguaro_exec.engine.sd import run_sd
 from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.state import BatchState
+from saguaro_exec.model import causal_mask
 from saguaro_exec.sampling import make_generator
 from saguaro_sim import SpecConfig
 
@@ -115,6 +116,34 @@ def test_refill_keeps_other_rows_context_in_the_cache():
     cm.prefill_row(1, [9, 9, 9, 9])
     assert torch.equal(cm.cache.k[:, 0], k0[:, 0]) and torch.equal(cm.cache.k[:, 2], k0[:, 2])
     assert not torch.equal(cm.cache.k[:, 1, :, :4], k0[:, 1, :, :4])
+
+
+def test_batched_prefill_of_refilled_rows_matches_one_forward_per_row():
+    """Refilled rows prefilled together (runs of consecutive rows in one forward; one whole-batch forward for a
+    cache that cannot be viewed) hold the K/V one prefill per row gives, and the other rows keep theirs."""
+    from saguaro_exec.engine.cached_model import CachedModel
+
+    chunks = {0: [5, 6, 7], 2: [8, 9, 10, 11, 12], 3: [13, 14]}
+    base = CachedModel(TARGET, 4, 32)
+    base.extend([[1, 2, 3], [4, 5], [6], [7, 8, 9, 10]], torch.zeros(4, dtype=torch.long))
+    k0 = base.cache.k.clone()
+    per_row = CachedModel(TARGET, 4, 32)
+    batched = CachedModel(TARGET, 4, 32)
+    whole = CachedModel(TARGET, 4, 32)
+    for cm in (per_row, batched, whole):
+        cm.cache.k.copy_(k0)
+        cm.cache.v.copy_(base.cache.v)
+    for r, c in chunks.items():
+        per_row.model(torch.tensor([c]), torch.arange(len(c)).view(1, -1), per_row.cache.rows(r, 1),
+                      torch.arange(len(c)).view(1, -1), causal_mask(torch.zeros(1, dtype=torch.long), len(c), len(c)))
+    batched.prefill_rows(list(chunks), list(chunks.values()))
+    whole._prefill_whole(sorted(chunks.items()))
+    for cm in (batched, whole):
+        for r, c in chunks.items():
+            for a, b in ((cm.cache.k, per_row.cache.k), (cm.cache.v, per_row.cache.v)):
+                assert torch.allclose(a[:, r, :, :len(c)], b[:, r, :, :len(c)], atol=1e-5)
+        assert torch.equal(cm.cache.k[:, 1, :, :31], k0[:, 1, :, :31])   # the row not refilled: untouched
+    assert torch.equal(batched.cache.k[:, 1], k0[:, 1])
 
 
 @pytest.mark.parametrize("protocol,backup,inline", [("reply", "neural", False), ("push", "fast", False),

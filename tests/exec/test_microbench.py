@@ -39,7 +39,7 @@ def test_profile_latency_rows_and_ordering():
     seen = []
     rows = profile_latency(model, "draft", LatencyGrid((1, 4), (1, 64), (32,)), warmup=1, repeats=5, threads=1,
                            progress=lambda i, n: seen.append((i, n)))
-    assert seen[-1] == (4, 4) and len(rows) == 4
+    assert seen[-1] == (20, 20) and len(rows) == 4   # 4 points x 5 interleaved passes
     for r in rows:
         assert set(LATENCY_FIELDS) <= set(r) and r["who"] == "draft" and r["n"] == 5
         assert 0 < r["p10_s"] <= r["median_s"] <= r["p90_s"]
@@ -49,6 +49,32 @@ def test_profile_latency_rows_and_ordering():
         profile_latency(small(positions=64), "target", LatencyGrid((1,), (8,), (100,)))
     with pytest.raises(ConfigError, match="repeats"):
         profile_latency(model, "target", repeats=0)
+
+
+def test_interleaved_passes_spread_a_drifting_machine_over_every_point():
+    """Four points of equal cost on a machine that slows down 3x over the run (a forward hook sleeping longer
+    each call): timed in interleaved passes, their medians agree; point by point, the last would read ~2x the
+    first and the latency fit would bend at whichever batch size hit the slow window."""
+    import time
+
+    from saguaro_exec.measure.microbench import interleaved_passes
+
+    passes = interleaved_passes(4, 5)
+    assert all(sorted(p) == [0, 1, 2, 3] for p in passes) and len({tuple(p) for p in passes}) > 1
+    model = small(hidden=32, layers=1)
+    calls = []
+
+    def drift(_module, _args):
+        calls.append(0)
+        time.sleep(0.004 * (1 + 2 * min(1.0, len(calls) / 30)))
+
+    hook = model.register_forward_pre_hook(drift)
+    try:
+        rows = profile_latency(model, "target", LatencyGrid((1, 2), (1, 2), (16,)), warmup=1, repeats=5, threads=1)
+    finally:
+        hook.remove()
+    med = [r["median_s"] for r in rows]
+    assert len(calls) >= 26 and max(med) / min(med) < 1.4, med
 
 
 def test_profile_link_two_processes_clean_exit():
@@ -72,13 +98,17 @@ def test_profile_and_calibrate_commands_write_files(tmp_path, capsys):
     assert [p.name for p in out.parent.iterdir()] == ["grid.json"]  # atomic: no temp file left behind
     # a run's rounds (synthetic here) + the grid -> a profile
     run = tmp_path / "run.json"
-    rounds = [{"accepted": [i % 4], "from_backup": [False], "bonus_rank": [i % 3]} for i in range(200)]
+    rounds = [{"accepted": [i % 4], "from_backup": [False], "bonus_rank": [i % 3], "batch": 1, "context": [20],
+               "t0": 0.01 * i, "t1": 0.01 * i + 0.009, "verify_s": 0.004 + 0.001 * (i % 2)} for i in range(200)]
     Measurements(meta={"spec": {"mode": "ssd", "k": 3, "temperature": 0.0}, "top_n": 8}, rounds=rounds).to_json(run)
     prof = tmp_path / "prof.json"
     assert cli(["calibrate", str(out), str(run), "-o", str(prof), "--name", "t"]) == 0
     p = Profile.from_json(prof)
     assert p.name == "t" and p.provenance["samples"]["rounds"] == 200 and p.vocab_size == 256
     assert p.hits.hit(3, 0) == pytest.approx(1.0)  # ranks 0..2 all fall inside a fan-out of 3
+    over = p.executor("verify", 1, 4) + p.target(1, 4, 20)      # the run's executor costs are in the profile
+    assert "verify" in p.executor.lines["greedy"] and over == pytest.approx(0.0045, rel=0.05)
+    assert "executor" in json.loads(prof.read_text())
     assert cli(["profile", "--batches", "0", "-o", str(out)]) == 2
     assert "--batches" in capsys.readouterr().err
     (tmp_path / "bad.json").write_text(json.dumps({"schema_version": 99}))

@@ -75,8 +75,8 @@ def test_forwards_are_the_real_ones_at_the_requested_shapes():
     finally:
         hook.remove()
     rounds = rep.measurements.rounds
-    n_prefill = n_synth - len(rounds)          # one prefill forward per admitted row (refill prefills rows alone)
-    assert n_prefill == len(prompts) and all(w[0] == 1 for w in widths[:n_prefill])
+    n_prefill = n_synth - len(rounds)          # the rows admitted together are prefilled in one forward
+    assert n_prefill == 1 and widths[0] == (len(prompts), len(prompts[0]) - 1)
     verify = widths[n_prefill:n_synth]
     assert [w[0] for w in verify] == [r["batch"] for r in rounds]     # the live rows, one forward per round
     assert all(w[1] >= K + 1 for w in verify)
