@@ -15,6 +15,8 @@ C_{j-1} was in hand. The transit legs count from the later of "sent" and "the re
 (a message that waits for a busy receiver is not in transit): ``outcome_transit`` = o_{j-1} seen minus
 max(known, the draft's wait start), ``draft_lag`` = the draft's first action minus seen, ``cache_transit``
 = C_{j-1} seen minus max(sent, the verifier's wait start), ``verify_lag`` = verification start minus seen.
+``_decomposition`` splits these further (outcome send / wake-up; the draft's unpack, answer on a hit or a
+miss, settle and pack), so what remains of a hand-off can be named.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import math
 
 STALL_S = 1e-3
 METRICS = ("draft_gap", "verifier_gap", "wait", "build", "verify", "outcome_transit", "draft_lag",
-           "cache_transit", "verify_lag")
+           "cache_transit", "verify_lag", "outcome_send", "outcome_wake", "unpack", "answer_hit", "answer_miss",
+           "settle", "pack")
 
 
 def split_batches(rows: list[dict]) -> list[list[dict]]:
@@ -72,11 +75,32 @@ def round_handoffs(rows: list[dict], spec: dict, ver: dict) -> list[dict]:
             waited, seen = nxt["outcome_seen"]
             rec["outcome_transit"] = seen - max(posted, waited)
             rec["draft_lag"] = first - seen
+        rec.update(_decomposition(prev, ev, nxt, replied))
         if "cache_sent" in ev and "cache_seen" in ver.get(j, {}):
             waited, seen = ver[j]["cache_seen"]
             rec["cache_transit"] = seen - max(ev["cache_sent"][1], waited)
             rec["verify_lag"] = start - seen
         out.append(rec)
+    return out
+
+
+def _decomposition(prev: dict, ev: dict, nxt: dict, miss: bool) -> dict:
+    """The legs inside the hand-offs, where the run stamped them (push protocol): ``outcome_send`` (the
+    verifier's packing and send of o_{j-1}), ``outcome_wake`` (o_{j-1} seen minus the later of that send's
+    end and the draft's wait start), ``unpack`` (seen until the draft's answer starts), ``answer_hit`` /
+    ``answer_miss`` (the draft's answer to o_{j-1}: lookup, and on a miss the backup), ``settle`` and
+    ``pack`` (C_{j-1}'s build: applying o_{j-2}; the tree's host copy, packing and lookup table)."""
+    out = {"outcome_send": prev.get("msg_s", math.nan)}
+    if "outcome_seen" in nxt:
+        waited, seen = nxt["outcome_seen"]
+        out["outcome_wake"] = seen - max(prev["t1"], waited)
+        if "answer" in nxt:
+            out["unpack"] = nxt["answer"][0] - seen
+    if "answer" in nxt:
+        out["answer_miss" if miss else "answer_hit"] = nxt["answer"][1] - nxt["answer"][0]
+    for name in ("settle", "pack"):
+        if name in ev:
+            out[name] = ev[name][1] - ev[name][0]
     return out
 
 

@@ -22,6 +22,8 @@ from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.graphs import MAX_GRAPH_TOKENS, pad_step
 from saguaro_exec.model.transfer import to_device
 
+_TRIANGLE_MAX = 4096     # slots: the cached causal triangle stays <= 16 MiB
+
 
 def kv_capacity(prompts: list[list[int]], max_new: int, k: int = 0) -> int:
     """Cache slots a batch's true sequences can need: the longest prompt, ``max_new`` tokens, and the
@@ -36,6 +38,7 @@ class CachedModel:
         self.model = model
         self.device = model.device
         self.batch, self.capacity = batch, capacity
+        self._triangle: torch.Tensor | None = None                # see ``_causal``
         self.pool = None if accel is None else accel.pool(model)
         self.flash = accel is not None and accel.uses_flash(model)
         if self.pool is None:
@@ -43,9 +46,10 @@ class CachedModel:
         else:
             self.cache = self.pool.lease(batch, capacity)
             weakref.finalize(self, self.pool.release, self.cache)
+        self._plain = self.pool is None and self.movable          # eager forwards over a viewable cache
 
     @torch.inference_mode()
-    def extend(self, chunks: list[list[int]], start: torch.Tensor, graphed: bool = True
+    def extend(self, chunks: list[list[int]], start: torch.Tensor | list[int], graphed: bool = True
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append chunk b at slots/positions start[b].. (causal); returns (logits [B, T, V], lengths [B]).
 
@@ -53,33 +57,47 @@ class CachedModel:
         chunk, which no later query sees before it is overwritten. ``graphed=False`` (prefills) keeps a
         one-off shape out of the CUDA graphs.
         """
+        return self._extend(chunks, start, graphed)
+
+    def _extend(self, chunks: list[list[int]], start: torch.Tensor | list[int], graphed: bool
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         sizes = [len(c) for c in chunks]
-        lengths = torch.tensor(sizes, dtype=torch.long)
         width = max(1, max(sizes))
         if min(sizes) == width:                                   # common case: no padding needed
             toks = torch.tensor(chunks, dtype=torch.long)
         else:
-            toks = torch.zeros(len(chunks), width, dtype=torch.long)
-            for b, c in enumerate(chunks):
-                if c:
-                    toks[b, : len(c)] = torch.tensor(c, dtype=torch.long)
-        return self.decode(toks, start, graphed), lengths
+            toks = torch.tensor([c + [0] * (width - len(c)) for c in chunks], dtype=torch.long)
+        return self._decode(toks, start, graphed), torch.tensor(sizes, dtype=torch.long)
 
     @torch.inference_mode()
-    def decode(self, tokens: torch.Tensor, start: torch.Tensor, graphed: bool = True) -> torch.Tensor:
+    def decode(self, tokens: torch.Tensor, start: torch.Tensor | list[int], graphed: bool = True) -> torch.Tensor:
         """Append tokens [B, T] (host or device) at slots/positions start[b].. (causal): logits [B, T, V]."""
+        return self._decode(tokens, start, graphed)
+
+    def _decode(self, tokens: torch.Tensor, start: torch.Tensor | list[int], graphed: bool) -> torch.Tensor:
         width = tokens.shape[1]
-        start = start.to(torch.long).cpu()
-        positions = start.view(-1, 1) + torch.arange(width).view(1, -1)
-        need = int(positions.max()) + 1
+        starts = start.tolist() if isinstance(start, torch.Tensor) else list(start)
+        need = max(starts) + width
         if need > self.capacity:
             raise RuntimeError(f"KV cache overflow: need {need} slots, capacity {self.capacity}")
+        positions = torch.tensor([range(s, s + width) for s in starts], dtype=torch.long)
         if self.flash:
-            return self._fast(tokens, positions, positions, None, (start + width).to(torch.int32), graphed)
-        mask = causal_mask(start, width, need)
+            seqlens = torch.tensor([s + width for s in starts], dtype=torch.int32)
+            return self._fast(tokens, positions, positions, None, seqlens, graphed)
+        mask = self._causal(starts, positions, width, need)
         if self.pool is not None:
             return self._fast(tokens, positions, positions, mask, None, graphed)
         return self._eager(tokens, positions, positions, mask)
+
+    def _causal(self, starts: list[int], positions: torch.Tensor, width: int, need: int) -> torch.Tensor:
+        """``causal_mask(starts, width, need)``: at batch 1 on the plain path, a view of one cached lower
+        triangle (no tensor built on the round's critical path); else built."""
+        if len(starts) > 1 or need > _TRIANGLE_MAX or not self._plain:
+            return causal_mask(torch.tensor(starts, dtype=torch.long), width, need)
+        if self._triangle is None or self._triangle.shape[0] < need:
+            n = min(_TRIANGLE_MAX, max(need, self.capacity))
+            self._triangle = torch.ones(n, n, dtype=torch.bool).tril()    # [i, s]: slot s <= position i
+        return self._triangle[starts[0]:need, :need].unsqueeze(0)
 
     @property
     def movable(self) -> bool:
@@ -156,7 +174,7 @@ class CachedModel:
     @torch.inference_mode()
     def last_logits(self, chunks: list[list[int]], start: torch.Tensor, graphed: bool = True) -> torch.Tensor:
         """``extend`` and keep only the logits after each chunk's last real token: [B, V]."""
-        logits, lengths = self.extend(chunks, start, graphed)
+        logits, lengths = self._extend(chunks, start, graphed)
         if bool((lengths == logits.shape[1]).all()):
             return logits[:, -1]
         idx = to_device((lengths - 1).clamp_min(0), logits.device)
@@ -165,7 +183,7 @@ class CachedModel:
     @torch.inference_mode()
     def tail_logits(self, chunks: list[list[int]], start: torch.Tensor, n: int) -> torch.Tensor:
         """``extend`` and keep the logits of each chunk's last ``n`` real tokens: [B, n, V]."""
-        logits, lengths = self.extend(chunks, start)
+        logits, lengths = self._extend(chunks, start, True)
         if bool((lengths == logits.shape[1]).all()) and logits.shape[1] >= n:
             return logits[:, logits.shape[1] - n:]
         idx = to_device((lengths.view(-1, 1) - n + torch.arange(n).view(1, -1)).clamp_min(0), logits.device)

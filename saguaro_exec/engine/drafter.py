@@ -97,19 +97,20 @@ class Drafter:
         q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
         return tokens, q_all, torch.stack(rows, 1)
 
-    def glue(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Forward the not-yet-cached true tokens (at least the last one) + the K sent tokens; returns
-        the draft logits after the prefix and after each sent token: D_0..D_K [B, K+1, V]."""
-        start = torch.minimum(self.n_valid, self.lengths - 1)
-        toks = tokens.tolist()
-        chunks = [s[int(m):] + t for s, m, t in zip(self.seqs, start, toks)]
+    def glue(self, tokens: torch.Tensor | list[list[int]]) -> torch.Tensor:
+        """Forward the not-yet-cached true tokens (at least the last one) + the K sent tokens (host rows);
+        returns the draft logits after the prefix and after each sent token: D_0..D_K [B, K+1, V]. Its
+        inputs are plain lists: this is the first thing a build does after the outcome."""
+        toks = tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens
+        start = [min(n, len(s) - 1) for n, s in zip(self.n_valid.tolist(), self.seqs)]
+        chunks = [s[m:] + t for s, m, t in zip(self.seqs, start, toks)]
         return self.runner.tail_logits(chunks, start, self.k + 1)
 
-    def advance(self, acc: torch.Tensor, bonus: torch.Tensor, tokens: torch.Tensor, done: list[bool],
-                cached_spec: int) -> None:
+    def advance(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int],
+                tokens: torch.Tensor | list[list[int]], done: list[bool], cached_spec: int) -> None:
         """Apply the verifier's outcome (accepted count, bonus) to every live row; ``cached_spec`` is how
         many of the sent tokens have valid K/V after the prefix (K after a glue, K-1 after a jit)."""
-        toks = tokens.tolist()
+        toks = tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens
         for b, s in enumerate(self.seqs):
             if self.done[b]:
                 continue

@@ -25,7 +25,8 @@ from saguaro_exec.model import Transformer
 from saguaro_exec.speculator.protocol import Reply
 
 DRAFT_PHASES = ("glue", "fork", "tree")
-HANDOFF = ("outcome_seen", "cache_sent", "cache_seen")   # message stamps (push): see bench/handoff_stats.py
+# message stamps (push): see bench/handoff_stats.py
+HANDOFF = ("outcome_seen", "answer", "settle", "pack", "cache_sent", "cache_seen")
 VERIFIER_STAMPS = ("cache_seen",)                        # taken by the verifier's link, not the draft
 
 

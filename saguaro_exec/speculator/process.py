@@ -113,7 +113,8 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
     """One batch of the push protocol: per round build, send the cache, read the outcome, and send a
     speculation only for rows that missed (the verifier looks hits up in the cache it already holds).
     Each cache message also carries when the outcome it was built from was seen (``outcome_seen``:
-    waiting started, outcome in hand) and ``cache_sent`` (tree done, send starts): the hand-off stamps."""
+    waiting started, outcome in hand), the draft's ``answer`` to it, and ``cache_sent`` (tree done, send
+    starts): the hand-off stamps (with the build's ``settle`` and ``pack``)."""
     layout, seen = worker.layout, {}
     now = lambda: time.perf_counter() - worker.t_start  # noqa: E731
     while True:
@@ -132,13 +133,13 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
         pending = [(pg.send([m], 0, tag), m) for m, tag in msgs]
         t_wait = now()
         pg.recv([outcome], 0, TAG).wait()
-        seen = {"outcome_seen": (t_wait, now())}
+        t_seen = now()
         acc, bonus, done, stop, n_fresh = unpack_outcome(outcome)
         worker.admitted = worker.next + n_fresh
-        reply = worker.answer(acc, bonus, done)
-        if bool(reply.from_backup.any()):             # a live row missed: its backup speculation
-            pending += _send(pg, apply_fault(fault, n_sent, reply, vocab))
+        if worker.take(acc, bonus, done):                 # a live row missed: its backup speculation
+            pending += _send(pg, apply_fault(fault, n_sent, worker.reply(), vocab))
             n_sent += 1
+        seen = {"outcome_seen": (t_wait, t_seen), "answer": worker.answered}   # (a hit builds no Reply)
         if stop:
             for work, _ in pending:
                 work.wait()

@@ -33,8 +33,9 @@ TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
 TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
 PHASES = ("reply", "backup", "glue", "fork", "tree")       # (start, end) pairs in a reply's last row
-CACHE_PHASES = PHASES + ("outcome_seen", "cache_sent")     # a cache message's: + the hand-off stamps (waiting
-# for / seeing the outcome it was built from; tree end / send start)
+CACHE_PHASES = PHASES + ("outcome_seen", "cache_sent", "answer", "settle", "pack")   # a cache message's: + the
+# hand-off stamps (waiting for / seeing the outcome it was built from; tree end / send start; the draft's
+# answer to that outcome; the build's settling of it; the tree's host copy and packing)
 
 
 @dataclass
@@ -74,11 +75,12 @@ def outcome_tensor(acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], sto
                          for b, (a, t, d) in enumerate(zip(acc.tolist(), bonus.tolist(), done))], dtype=torch.long)
 
 
-def unpack_outcome(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[bool], bool, int]:
-    """(accepted, bonus, done flags, stop, how many rows take a new request now)."""
+def unpack_outcome(t: torch.Tensor) -> tuple[list[int], list[int], list[bool], bool, int]:
+    """(accepted k, bonus, done per row, stop, how many rows take a new request now) as plain lists: no
+    tensor built on the draft's hot path."""
     rows = t.tolist()
-    return (torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows]),
-            [bool(r[2]) for r in rows], bool(rows[0][3]), sum(r[2] == 2 for r in rows))
+    return ([r[0] for r in rows], [r[1] for r in rows], [r[2] != 0 for r in rows], rows[0][3] != 0,
+            sum(r[2] == 2 for r in rows))
 
 
 def reply_width(k: int) -> int:

@@ -1,8 +1,8 @@
 """A same-host hand-off between the verifier and its draft process: two one-way rings of fixed-size
 slots in one anonymous shared-memory file (``os.memfd_create``), read through torch views.
 
-A writer copies the payload into the next free slot, then its tag and size, then bumps the ring's
-write counter; the reader polls that counter (a short spin, then a yield or a sleep: ``WaitPolicy``),
+A writer copies the payload into the next free slot (a plain buffer copy through numpy's view of the
+tensor: no torch op on the hand-off's path), then its tag and size, then bumps the ring's write counter; the reader polls that counter (a short spin, then a yield or a sleep: ``WaitPolicy``),
 copies the payload out and bumps the read counter, which frees the slot. Each counter is one aligned
 8-byte store and x86-64 keeps stores in order (TSO), so a reader that sees the counter sees the payload:
 ``supported()`` is False elsewhere and callers keep gloo there. A wait has a deadline and checks the
@@ -76,6 +76,17 @@ class WaitPolicy:
                 "sleep": lambda: time.sleep(self.sleep_s)}[self.backoff]
 
 
+def _raw(t: torch.Tensor) -> memoryview:
+    """The bytes of a contiguous CPU tensor as a writable memoryview (through numpy: a buffer copy, no
+    torch op on the hand-off's path); a tensor that is not contiguous or needs grad is copied first."""
+    if t.requires_grad or not t.is_contiguous():
+        t = t.detach().contiguous()
+    try:
+        return memoryview(t.numpy()).cast("B")
+    except TypeError:                                   # a dtype numpy lacks (bfloat16): its raw bytes
+        return memoryview(t.view(torch.uint8).numpy()).cast("B")
+
+
 def _stride(slot_bytes: int) -> int:
     return LINE + -(-slot_bytes // LINE) * LINE       # slot header line + payload rounded up
 
@@ -94,7 +105,6 @@ class ShmChannel:
         self.alive, self.wait = alive, wait
         self._pause = wait.pause()
         self._words = buf.cast("q")           # every int64 word: header counters and slot headers
-        self._bytes = torch.frombuffer(buf, dtype=torch.uint8)
         self._out_dir, self._in_dir = (0, 1) if owner else (1, 0)
         self._base = (HEADER, HEADER + slots * _stride(slot_bytes[0]))
         self._sent = self._words[(2 + 2 * self._out_dir) * _W]
@@ -177,15 +187,16 @@ class ShmChannel:
     def send(self, t: torch.Tensor, tag: int, timeout_s: float = 60.0) -> None:
         """Copy a CPU tensor into the next slot (waiting for one to be free) and publish it."""
         d, seq = self._out_dir, self._sent
-        data = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        n = data.numel()
+        data = _raw(t)
+        n = data.nbytes
         if n > self.slot_bytes[d]:
             raise BadMessage(f"message of {n} bytes exceeds the channel's {self.slot_bytes[d]}-byte slots")
         read_line = 3 + 2 * d
-        self._await(lambda: seq - self._ctr(read_line) < self.slots, time.perf_counter() + timeout_s,
-                    f"a free slot (tag {tag})")
+        if seq - self._ctr(read_line) >= self.slots:      # every slot unread: wait (rare; no closure otherwise)
+            self._await(lambda: seq - self._ctr(read_line) < self.slots, time.perf_counter() + timeout_s,
+                        f"a free slot (tag {tag})")
         at = self._base[d] + (seq % self.slots) * _stride(self.slot_bytes[d])
-        self._bytes[at + LINE:at + LINE + n].copy_(data)
+        self._buf[at + LINE:at + LINE + n] = data
         self._words[at // 8], self._words[at // 8 + 1] = tag, n
         self._sent = seq + 1
         self._words[(2 + 2 * d) * _W] = self._sent          # publish: after the payload and its header
@@ -205,7 +216,7 @@ class ShmChannel:
                              f"got tag {got_tag} with {n}")
         if not out.is_contiguous():
             raise ValueError("recv_into needs a contiguous tensor")
-        out.reshape(-1).view(torch.uint8).copy_(self._bytes[at + LINE:at + LINE + n])
+        _raw(out)[:] = self._buf[at + LINE:at + LINE + n]
         self.take()
         return out
 
@@ -225,7 +236,6 @@ class ShmChannel:
             return
         self._words[_W + (0 if self.owner else 1)] = 1
         self._words.release()
-        del self._bytes
         self._buf.release()
         self._buf = None
         self._mm.close()

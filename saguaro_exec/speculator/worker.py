@@ -37,7 +37,9 @@ class WorkerSpec:
 
 
 class DraftWorker:
-    """Runs one batch on the draft side: ``start`` -> Reply, then (``build``, ``answer``) per round."""
+    """Runs one batch on the draft side: ``start`` -> Reply, then (``build``, ``answer``) per round.
+    ``answer`` = ``take`` (the lean step every round needs: look the outcome up, fix the next speculation)
+    + ``reply`` (its Reply tensors); the push protocol calls ``reply`` only when a live row missed."""
 
     def __init__(self, model: Transformer, prompts: list[list[int]], ws: WorkerSpec, gen: torch.Generator,
                  t_start: float, width: int | None = None) -> None:
@@ -54,17 +56,26 @@ class DraftWorker:
         self.layout = CacheLayout.of(ws, self.drafter.vocab)
         self.cache: SpecCache | None = None
         self.message: torch.Tensor | None = None   # the built cache as a push message (times not stamped)
-        self._rows: list | None = None             # its ``tolist()``: the table ``answer`` looks up
-        self.sent: torch.Tensor | None = None
-        self.from_backup = torch.ones(bsz, dtype=torch.bool)
+        self._rows: list | None = None             # its ``tolist()``: the table ``take`` looks up
+        self.sent: list[list[int]] | None = None   # the outstanding speculation's tokens (host rows)
+        self._from_backup = [True] * bsz           # ... and which rows of it came from the backup
         self.times: dict = {}
+        self.answered: tuple[float, float] = (0.0, 0.0)   # the last ``take``'s (start, end)
         self._pending: tuple | None = None
+        self._answer: tuple | None = None          # what ``reply`` needs of the last ``take``
+
+    @property
+    def from_backup(self) -> torch.Tensor:
+        """[B] bool: rows of the outstanding speculation that came from the backup."""
+        return torch.tensor(self._from_backup, dtype=torch.bool)
 
     def _now(self) -> float:
         return time.perf_counter() - self.t_start
 
     def _fan(self) -> torch.Tensor:
         """Per-row schedule for the speculation now outstanding: miss schedule if it came from the backup."""
+        if not any(self._from_backup):
+            return self.primary
         return torch.where(self.from_backup.view(-1, 1), self.miss, self.primary)
 
     def start(self) -> Reply:
@@ -77,7 +88,7 @@ class DraftWorker:
             self.drafter.done[b] = b >= self.next
         miss = torch.ones(bsz, dtype=torch.bool)
         tokens, q = self._backup(miss)
-        self.from_backup, self.sent = miss, tokens
+        self._from_backup, self.sent = [True] * bsz, tokens.tolist()
         t1 = self._now()
         return Reply(miss.clone(), torch.full((bsz,), -1), miss.clone(), tokens, q,
                      {"reply": (t0, t1), "backup": (t0, t1)})
@@ -87,49 +98,67 @@ class DraftWorker:
         d, ws = self.drafter, self.ws
         t0 = self._now()
         self._settle()
+        ts = self._now()
         d_logits = d.glue(self.sent)
         t1 = self._now()
-        f = fork(d_logits, self.sent, self._fan(), ws.n_rank)
+        sent = torch.tensor(self.sent, dtype=torch.long).view(len(self.sent), ws.k)
+        f = fork(d_logits, sent, self._fan(), ws.n_rank)
         t2 = self._now()
-        self.cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout,
-                                self.gen).host()
+        cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
+        tp = self._now()
+        self.cache = cache.host()
         self.message = self.layout.pack(self.cache)
         self._rows = self.message.tolist()          # off the reply's critical path: the verifier verifies
         t3 = self._now()
-        self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3)}
+        self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3), "settle": (t0, ts), "pack": (tp, t3)}
 
-    def answer(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool]) -> Reply:
+    def answer(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int], done: list[bool]) -> Reply:
         """Look the outcome up in the cache; rows that miss get the backup's speculation."""
+        self.take(acc, bonus, done)
+        return self.reply()
+
+    def take(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int], done: list[bool]) -> bool:
+        """Apply the outcome: hit rows take their cached branch, missed and refilled rows the backup's
+        speculation. Returns whether a live row missed (the push protocol then sends ``reply()``). A hit
+        allocates no tensor: plain Python over the cache's rows, so the next build starts at once."""
         t0 = self._now()
-        hits, ranks, _, js = self.layout.lookup(self._rows, acc.tolist(), bonus.tolist(), self.ws.n_rank)
-        hit, rank = torch.tensor(hits, dtype=torch.bool), torch.tensor(ranks, dtype=torch.long)
-        j = torch.tensor(js, dtype=torch.long).clamp(min=0)           # a miss reads branch 0 (then replaced)
-        rows = torch.arange(len(js))
-        tokens, q = self.cache.tokens[rows, j], self.cache.q
-        if q is not None:
-            q = q[to_device(rows, q.device), to_device(j, q.device)]
-        self._pending = (acc, bonus, self.sent, done)     # applied after the reply is sent, if possible
-        fresh = torch.zeros(len(js), dtype=torch.bool)
+        acc = acc.tolist() if isinstance(acc, torch.Tensor) else acc
+        bonus = bonus.tolist() if isinstance(bonus, torch.Tensor) else bonus
+        hits, ranks, toks, js = self.layout.lookup(self._rows, acc, bonus, self.ws.n_rank)
+        self._pending = (acc, bonus, self.sent, done)     # applied by the next build, or now on a miss
+        live_miss = [not h and not d for h, d in zip(hits, done)]
         rows_in = refill_rows(done, self.admitted - self.next)
-        if rows_in:                                        # finished rows take the next prompts, as the
-            self._settle()                                 # verifier's refill: their speculation is a backup
+        for b in rows_in:                                  # finished rows take the next prompts, as the
+            live_miss[b] = True                            # verifier's refill: their speculation is a backup
+        times, backup_q = dict(self.times), None
+        if any(live_miss):
+            self._settle()
             for b in rows_in:
                 self.drafter.restart_row(b, self.queue[self.next])
                 self.next += 1
-            fresh[rows_in] = True
-        live_miss = (~hit & ~torch.tensor(done, dtype=torch.bool)) | fresh
-        times = dict(self.times)
-        if bool(live_miss.any()):
             tb = self._now()
-            self._settle()
-            b_tokens, b_q = self._backup(live_miss)
-            tokens = torch.where(live_miss.view(-1, 1), b_tokens, tokens)
-            if q is not None:
-                q = torch.where(live_miss.view(-1, 1, 1).to(q.device), b_q.to(q.device), q)
+            b_tokens, backup_q = self._backup(torch.tensor(live_miss, dtype=torch.bool))
+            toks = [bt if m else t for bt, t, m in zip(b_tokens.tolist(), toks, live_miss)]
             times["backup"] = (tb, self._now())
-        self.from_backup, self.sent = live_miss, tokens
-        times["reply"] = (t0, self._now())
-        return Reply(hit, rank, live_miss.clone(), tokens, q, times)
+        self.sent, self._from_backup = toks, live_miss
+        self.answered = (t0, self._now())
+        times["reply"] = self.answered
+        self._answer = (hits, ranks, js, backup_q, times)
+        return any(live_miss)
+
+    def reply(self) -> Reply:
+        """The Reply for the last ``take`` (call it before the next ``build``: q rows come from the cache)."""
+        hits, ranks, js, backup_q, times = self._answer
+        bsz, q = len(hits), self.cache.q
+        live_miss = self.from_backup
+        if q is not None:                                  # a miss reads branch 0 (then replaced)
+            rows, j = torch.arange(bsz), torch.tensor([max(0, x) for x in js], dtype=torch.long)
+            q = q[to_device(rows, q.device), to_device(j, q.device)]
+            if backup_q is not None:
+                q = torch.where(live_miss.view(-1, 1, 1).to(q.device), backup_q.to(q.device), q)
+        tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)
+        return Reply(torch.tensor(hits, dtype=torch.bool), torch.tensor(ranks, dtype=torch.long), live_miss,
+                     tokens, q, times)
 
     def _settle(self) -> None:
         """Apply the last outcome to the draft's sequences (deferred off the reply's critical path)."""

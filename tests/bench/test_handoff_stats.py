@@ -90,3 +90,20 @@ def test_distribution_quantiles_and_stall_share():
     assert d["n"] == 20 and d["p50_ms"] == pytest.approx(1.05) and d["max_ms"] == pytest.approx(2.0)
     assert d["share_over_1ms"] == pytest.approx(0.5) and quantile([3.0], 0.99) == 3.0
     assert distribution([math.nan]) is None
+
+
+def test_stamps_split_the_hand_off_into_named_legs():
+    rows, ev = _batch(0.0)
+    # o_0 known at 3.0, sent by 3.1; the draft waited from 2.3, saw it at 3.15, answered 3.17-3.2 (a hit),
+    # and C_1's build (round 2's events) settled 3.3-3.32; C_0's pack took 2.1-2.2
+    ev += [_ev("outcome_seen", "speculator", 2.3, 3.15, 2), _ev("answer", "speculator", 3.17, 3.2, 2),
+           _ev("settle", "speculator", 3.3, 3.32, 2), _ev("pack", "speculator", 2.1, 2.2, 1),
+           # o_1 (known 5.3, sent by 5.4) missed: seen at 5.45, answered 5.5-6.2
+           _ev("outcome_seen", "speculator", 4.4, 5.45, 3), _ev("answer", "speculator", 5.5, 6.2, 3)]
+    h, h2 = run_handoffs(rows, ev)
+    assert h["outcome_send"] == pytest.approx(0.1 * MS) and h["outcome_wake"] == pytest.approx(0.05 * MS)
+    assert h["unpack"] == pytest.approx(0.02 * MS) and h["answer_hit"] == pytest.approx(0.03 * MS)
+    assert h["pack"] == pytest.approx(0.1 * MS) and "answer_miss" not in h and "settle" not in h
+    assert h2["answer_miss"] == pytest.approx(0.7 * MS) and h2["settle"] == pytest.approx(0.02 * MS)
+    s = summarize([h, h2])
+    assert s["answer_hit"]["n"] == 1 and s["answer_miss"]["n"] == 1 and s["outcome_wake"]["n"] == 2
