@@ -8,7 +8,8 @@ the target's verification between: ``unpack`` (the outcome message read back), `
 protocol's loop does before building: lookup and the next speculation, plus the reply on a miss; split by
 hit / miss round), ``to_forward`` (build start until the draft's first model
 forward: settling the outcome, the glue's inputs) and ``handoff`` = their sum, the draft-side hand-off
-without transport; then ``build`` (glue..pack, the whole build). ``--versions`` runs each checkout in a
+without transport; then ``build`` (glue..pack, the whole build) and ``build_outside_forwards`` (the build
+minus the time inside the draft's model forwards: its Python and tensor glue, much less load-sensitive). ``--versions`` runs each checkout in a
 subprocess (its PYTHONPATH) --passes times, alternated, on the same outcomes (T = 0, deterministic).
 Single-process Python overhead is much less sensitive to a shared CPU than end-to-end runs, yet still
 only indicative on a loaded box.
@@ -41,7 +42,8 @@ from saguaro_exec.speculator.protocol import outcome_tensor, unpack_outcome  # n
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec  # noqa: E402
 
 ASSETS = ROOT / "saguaro_exec" / "assets" / "tiny"
-METRICS = ("unpack", "answer_hit", "answer_miss", "to_forward", "handoff_hit", "handoff_miss", "build")
+METRICS = ("unpack", "answer_hit", "answer_miss", "to_forward", "handoff_hit", "handoff_miss", "build",
+           "build_outside_forwards")
 
 
 def measure(args: argparse.Namespace) -> dict[str, list[int]]:
@@ -54,8 +56,11 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
     ws = WorkerSpec(k=args.k, fanout=fan, fanout_miss=fan, sampler_c=1.0, backup=args.backup, temperature=0.0,
                     max_new=args.max_new)
     out: dict[str, list[int]] = {m: [] for m in METRICS}
-    first_forward: list[int] = []
-    hook = draft.register_forward_pre_hook(lambda m, a: first_forward.append(time.perf_counter_ns()))
+    first_forward: list[int] = []                 # start of each draft forward in this build
+    in_forward = [0]                              # ns spent inside draft forwards in this build
+    hooks = [draft.register_forward_pre_hook(lambda m, a: first_forward.append(time.perf_counter_ns())),
+             draft.register_forward_hook(lambda m, a, o: in_forward.__setitem__(
+                 0, in_forward[0] + time.perf_counter_ns() - first_forward[-1]))]
     for _ in range(args.loops):
         t_start = time.perf_counter()
         ver = Verifier(target, prompts, args.k, 0.0, make_generator(0), args.max_new, [], width=args.batch)
@@ -67,12 +72,14 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
         handoff, kind = 0, "hit"                              # of the previous round's outcome
         while True:
             first_forward.clear()
+            in_forward[0] = 0
             t0 = time.perf_counter_ns()
             worker.build()
             t1 = time.perf_counter_ns()
             if r > 0:
                 out["to_forward"].append(first_forward[0] - t0)
                 out["build"].append(t1 - t0)
+                out["build_outside_forwards"].append(t1 - t0 - in_forward[0])
                 out[f"handoff_{kind}"].append(handoff + first_forward[0] - t0)
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             stop = ver.state.all_done()
@@ -99,7 +106,8 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
             if stop:
                 break
             r += 1
-    hook.remove()
+    for h in hooks:
+        h.remove()
     return out
 
 
@@ -112,12 +120,12 @@ def summary(ns: list[int]) -> dict | None:
 
 
 def table(rows: list[tuple[str, dict]]) -> str:
-    lines = [f"{'version':<10} {'metric':<14} {'n':>6} {'p50 us':>9} {'p90 us':>9} {'p99 us':>9} {'mean us':>9}"]
+    lines = [f"{'version':<10} {'metric':<24} {'n':>6} {'p50 us':>9} {'p90 us':>9} {'p99 us':>9} {'mean us':>9}"]
     for name, res in rows:
         for m in METRICS:
             d = res.get(m)
             if d:
-                lines.append(f"{name:<10} {m:<14} {d['n']:>6} {d['p50_us']:>9.1f} {d['p90_us']:>9.1f} "
+                lines.append(f"{name:<10} {m:<24} {d['n']:>6} {d['p50_us']:>9.1f} {d['p90_us']:>9.1f} "
                              f"{d['p99_us']:>9.1f} {d['mean_us']:>9.1f}")
     return "\n".join(lines)
 
