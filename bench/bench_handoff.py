@@ -7,7 +7,9 @@ verifier process left on, disabled during the run, or frozen after loading (gc.f
 --transports entry when the executor has that option. Per round (bench/handoff_stats.py): the
 draft-side gap (outcome posted / cache built -> the draft acts), the verifier-side gap (cache ready ->
 verification starts), the verifier's wait and the share of rounds stalled > 1 ms, as p50/p90/p99, not
-only means; plus the verifier process's GC pauses during the run. Timings on a loaded machine are not
+only means, and the legs inside them where the draft stamped them (push): the verifier's outcome send and
+the draft's wake-up, unpack, answer on a hit / a miss, settle and pack, the cache's transit; plus the
+verifier process's GC pauses during the run. Timings on a loaded machine are not
 results: run it on a quiet box (load average < 1).
 """
 

@@ -71,6 +71,10 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     """Connect (store key ``up``), load the model (``ready``), then per batch: start, and (build, answer)
     per round."""
     torch.set_num_threads(max(1, args.threads))
+    try:                                   # no inter-op pool beside the loop (nothing here uses one)
+        torch.set_num_interop_threads(1)
+    except RuntimeError:                   # set or started already in this interpreter
+        pass
     fault = parse_fault(args.fault)
     apply_start_fault(fault)
     store = join(port, 2, rank, args.timeout_s)
