@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import inspect
 import json
 import os
 import platform
@@ -56,6 +57,7 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
     ws = WorkerSpec(k=args.k, fanout=fan, fanout_miss=fan, sampler_c=1.0, backup=args.backup, temperature=0.0,
                     max_new=args.max_new)
     out: dict[str, list[int]] = {m: [] for m in METRICS}
+    marks_fresh = "fresh" in inspect.signature(outcome_tensor).parameters   # (checkouts differ)
     first_forward: list[int] = []                 # start of each draft forward in this build
     in_forward = [0]                              # ns spent inside draft forwards in this build
     hooks = [draft.register_forward_pre_hook(lambda m, a: first_forward.append(time.perf_counter_ns())),
@@ -85,9 +87,12 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
             stop = ver.state.all_done()
             done = list(ver.state.done)
             fresh = ver.state.refill(0.0, movable=False)[1]
-            msg = outcome_tensor(acc, bonus, done, stop)
+            msg = outcome_tensor(acc, bonus, done, stop, *((tuple(fresh),) if marks_fresh else ()))
             seen = time.perf_counter_ns()                     # the outcome message in hand
-            acc, bonus, done, stop = unpack_outcome(msg)
+            got = unpack_outcome(msg)
+            acc, bonus, done, stop = got[:4]
+            if len(got) > 4:                                  # load mode's refill count (as process.py)
+                worker.admitted = worker.next + got[4]
             t2 = time.perf_counter_ns()
             if lean:                                          # what the push protocol's loop does
                 miss = worker.take(acc, bonus, done)
@@ -161,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in versions:
             if path:
                 env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-                res = subprocess.run([sys.executable, __file__, "--one", *child_argv(args)], env=env, check=True,
-                                     capture_output=True, text=True).stdout
-                got = json.loads(res.strip().splitlines()[-1])
+                res = subprocess.run([sys.executable, __file__, "--one", *child_argv(args)], env=env,
+                                     capture_output=True, text=True)
+                if res.returncode != 0:
+                    raise SystemExit(f"{name} ({path}) failed:\n{res.stderr[-2000:]}")
+                got = json.loads(res.stdout.strip().splitlines()[-1])
             else:
                 got = measure(args)
             for m in METRICS:

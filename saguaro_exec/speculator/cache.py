@@ -99,18 +99,16 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
         raise RuntimeError(f"tree needs {width} cache slots, capacity {runner.capacity}")
     plen, base = to_device(prefix_len, dev), to_device(base, dev)
     arange_s = torch.arange(width, device=dev).view(1, 1, width)
-    seen = plen.view(-1, 1) + f.branch_k                                     # [B, N] prefix + accepted
-    prefix = arange_s < seen.unsqueeze(-1)                                   # [B, N, S]
-    cols = torch.arange(n, device=dev)
-    steps = torch.arange(k, device=dev).view(k, 1, 1)
-    slots_all = base.view(1, -1, 1) + steps * n + cols.view(1, 1, n)         # [K, B, N]: step i's slots
-    positions_all = seen.unsqueeze(0) + steps                                # [K, B, N]
-    rel = arange_s - base.view(-1, 1, 1) - cols.view(1, -1, 1)               # slot s of branch j: s - base - j
-    written = torch.where((rel >= 0) & (rel % n == 0), rel // n, k)          # the tree step that wrote it
-    tok = f.branch_t                                                         # (k: none)
+    mask = arange_s < (plen.view(-1, 1) + f.branch_k).unsqueeze(-1)         # [B, N, S]
+    rows = torch.arange(bsz, device=dev).view(-1, 1).expand(bsz, n)
+    cols = torch.arange(n, device=dev).view(1, -1).expand(bsz, n)
+    tok = f.branch_t
     toks, qs = [], []
-    for i in range(k):                          # step i sees the prefix and its branch's steps 0..i
-        logits = runner.forward(tok, positions_all[i], slots_all[i], prefix | (written <= i))   # [B, N, V]
+    for i in range(k):
+        slots = base.view(-1, 1) + i * n + cols
+        mask[rows, cols, slots] = True
+        positions = plen.view(-1, 1) + f.branch_k + i
+        logits = runner.forward(tok, positions, slots, mask)                  # [B, N, V]
         if temperature <= 0:
             tok = logits.argmax(-1)
         else:

@@ -161,27 +161,18 @@ class CacheLayout:
 
     def pack(self, cache: SpecCache, times: dict | None = None) -> torch.Tensor:
         """The message for a host-side ``SpecCache`` (without q), with the build's phase times."""
-        return self.stamp(torch.tensor(self.rows(cache), dtype=torch.long), times or {})
-
-    def rows(self, cache: SpecCache) -> list[list[int]]:
-        """The message's rows as lists (times not stamped): the lookup's table, and one tensor build from
-        the message (a build's last step before its cache goes out, so plain lists, not slice copies)."""
         f = cache.fork
         bsz, n = f.branch_k.shape
-        k, r_max, width = self.k, self.r_max, self.shape(bsz)[1]
-        pad_n, pad_t, pad_r = [-1] * (self.n_max - n), [-1] * ((self.n_max - n) * k), [-1] * (r_max - f.top.shape[-1])
-        out = []
-        for bk, bt, ok, toks, top, rank in zip(f.branch_k.tolist(), f.branch_t.tolist(), f.valid.long().tolist(),
-                                               cache.tokens.tolist(), f.top.tolist(), f.rank.tolist()):
-            row = bk + pad_n + bt + pad_n + ok + pad_n
-            for t in toks:
-                row += t
-            row += pad_t
-            for ranked in (top, rank):
-                for p in ranked:
-                    row += p + pad_r
-            out.append(row + [-1] * (width - len(row)))
-        return out + [[n] + [-1] * (width - 1)]
+        r = f.top.shape[-1]
+        out = torch.full(self.shape(bsz), -1, dtype=torch.long)
+        body = out[:bsz]
+        for where, what in ((self.branch_k, f.branch_k), (self.branch_t, f.branch_t), (self.valid, f.valid.long())):
+            body[:, where.start:where.start + n] = what
+        body[:, self.tokens.start:self.tokens.start + n * self.k] = cache.tokens.reshape(bsz, n * self.k)
+        body[:, self.top].view(bsz, self.k + 1, self.r_max)[..., :r] = f.top
+        body[:, self.rank].view(bsz, self.k + 1, self.r_max)[..., :r] = f.rank
+        out[bsz, 0] = n
+        return self.stamp(out, times or {})
 
     def stamp(self, t: torch.Tensor, times: dict) -> torch.Tensor:
         """Write the phase times into the message's last row (in place); returns ``t``."""

@@ -107,8 +107,8 @@ class DraftWorker:
         cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
         tp = self._now()
         self.cache = cache.host()
-        self._rows = self.layout.rows(self.cache)   # the table ``take`` looks up, and the push message
-        self.message = torch.tensor(self._rows, dtype=torch.long)
+        self.message = self.layout.pack(self.cache)
+        self._rows = self.message.tolist()          # off the reply's critical path: the verifier verifies
         t3 = self._now()
         self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3), "settle": (t0, ts), "pack": (tp, t3)}
 
