@@ -9,7 +9,8 @@ protocol's loop does before building: lookup and the next speculation, plus the 
 hit / miss round), ``to_forward`` (build start until the draft's first model
 forward: settling the outcome, the glue's inputs) and ``handoff`` = their sum, the draft-side hand-off
 without transport; then ``build`` (glue..pack, the whole build) and ``build_outside_forwards`` (the build
-minus the time inside the draft's model forwards: its Python and tensor glue, much less load-sensitive). ``--versions`` runs each checkout in a
+minus the time inside the draft's model forwards: its Python and tensor glue, much less load-sensitive) and
+its phases ``glue`` (settle + glue forward), ``fork``, ``tree`` (tree steps + pack). ``--versions`` runs each checkout in a
 subprocess (its PYTHONPATH) --passes times, alternated, on the same outcomes (T = 0, deterministic).
 Single-process Python overhead is much less sensitive to a shared CPU than end-to-end runs, yet still
 only indicative on a loaded box.
@@ -44,7 +45,7 @@ from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec  # noqa: E402
 
 ASSETS = ROOT / "saguaro_exec" / "assets" / "tiny"
 METRICS = ("unpack", "answer_hit", "answer_miss", "to_forward", "handoff_hit", "handoff_miss", "build",
-           "build_outside_forwards")
+           "build_outside_forwards", "glue", "fork", "tree")
 
 
 def measure(args: argparse.Namespace) -> dict[str, list[int]]:
@@ -82,6 +83,9 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
                 out["to_forward"].append(first_forward[0] - t0)
                 out["build"].append(t1 - t0)
                 out["build_outside_forwards"].append(t1 - t0 - in_forward[0])
+                for name in ("glue", "fork", "tree"):         # the build's own phase stamps
+                    s, e = worker.times[name]
+                    out[name].append(round((e - s) * 1e9))
                 out[f"handoff_{kind}"].append(handoff + first_forward[0] - t0)
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             stop = ver.state.all_done()

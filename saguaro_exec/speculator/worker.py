@@ -51,8 +51,8 @@ class DraftWorker:
         self.admitted = len(prompts)   # requests given a row so far by the verifier (load mode: only arrived ones)
         self.drafter = Drafter(model, prompts, ws.k, ws.temperature, ws.sampler_c, gen, ws.max_new,
                                tree_slots(ws.k, branches), ws.accel, width=bsz)
-        self.primary = torch.tensor(ws.fanout, dtype=torch.long).expand(bsz, -1)
-        self.miss = torch.tensor(ws.fanout_miss, dtype=torch.long).expand(bsz, -1)
+        self.primary = torch.tensor(ws.fanout, dtype=torch.long).repeat(bsz, 1)   # [B, K+1], dense: fork's
+        self.miss = torch.tensor(ws.fanout_miss, dtype=torch.long).repeat(bsz, 1)  # ops read it every round
         self.layout = CacheLayout.of(ws, self.drafter.vocab)
         self.cache: SpecCache | None = None
         self.message: torch.Tensor | None = None   # the built cache as a push message (times not stamped)
