@@ -45,10 +45,6 @@ class Drafter:
         self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, w, n, 0), dtype=torch.long)
         self.restart_rows(admitted, [self.state.slots[b].tokens for b in admitted])
 
-    def restart_row(self, b: int, prompt: list[int]) -> None:
-        """Row ``b`` (an existing row, or the next new one) starts ``prompt``: cached but its last token."""
-        self.restart_rows([b], [prompt])
-
     def restart_rows(self, rows: list[int], prompts: list[list[int]]) -> None:
         """Each row of ``rows`` (existing ones, or the next new ones in order) starts its prompt, cached but
         its last token, the prefills batched (CachedModel.prefill_rows)."""

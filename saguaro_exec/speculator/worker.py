@@ -83,8 +83,8 @@ class DraftWorker:
         t0 = self._now()
         bsz = self.drafter.width
         self.next = min(bsz, self.admitted)
+        self.drafter.restart_rows(list(range(bsz)), [self.queue[b] if b < self.next else IDLE_ROW for b in range(bsz)])
         for b in range(bsz):            # rows without a request yet (load mode) idle as finished ones
-            self.drafter.restart_row(b, self.queue[b] if b < self.next else IDLE_ROW)
             self.drafter.done[b] = b >= self.next
         miss = torch.ones(bsz, dtype=torch.bool)
         tokens, q = self._backup(miss)
@@ -133,9 +133,9 @@ class DraftWorker:
         times, backup_q = dict(self.times), None
         if any(live_miss):
             self._settle()
-            for b in rows_in:
-                self.drafter.restart_row(b, self.queue[self.next])
-                self.next += 1
+            if rows_in:                                    # one batched prefill, as the verifier's refill
+                self.drafter.restart_rows(rows_in, self.queue[self.next:self.next + len(rows_in)])
+                self.next += len(rows_in)
             tb = self._now()
             b_tokens, backup_q = self._backup(torch.tensor(live_miss, dtype=torch.bool))
             toks = [bt if m else t for bt, t, m in zip(b_tokens.tolist(), toks, live_miss)]
