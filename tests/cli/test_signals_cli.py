@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SIGINT_BIT, SIGTERM_BIT = 1 << (signal.SIGINT - 1), 1 << (signal.SIGTERM - 1)
-DELAYS_S = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)   # covers the import window
+DELAYS_S = (0.0, 0.1, 0.25, 0.5, 0.8, 1.2, 1.7, 2.5)   # covers the import window (torch loads in ~0.3-1.5 s)
 
 
 def _mask(pid: int, field: str) -> int:
@@ -70,7 +70,7 @@ def _interrupt_at(tmp_path: Path, delay_s: float, sig: int) -> tuple[int, str]:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupt_anywhere_in_start_up_exits_cleanly_in_one_line(tmp_path, sig, code):
-    delays = DELAYS_S if sig == signal.SIGINT else DELAYS_S[::3]
+    delays = DELAYS_S if sig == signal.SIGINT else DELAYS_S[1::3]
     seen = []
     for delay in delays:
         rc, err = _interrupt_at(tmp_path, delay, sig)
