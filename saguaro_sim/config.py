@@ -18,6 +18,24 @@ PLACEMENTS = ("separate", "shared")            # SSD's draft on its own device(s
 SHARINGS = ("time-sliced", "concurrent")       # shared: draft and target kernels serialize, or run side by side
 
 
+def check_placement(placement: str, sharing: str | None, draft_devices: int, prefix: str = "",
+                    devices_field: str = "draft_devices") -> str | None:
+    """Validate a placement with its sharing and draft-device count (one rule for SpecConfig and the search's
+    Constraints); returns the sharing to store: None when separate, "time-sliced" by default when shared."""
+    check_choice(prefix + "placement", placement, PLACEMENTS)
+    if placement == "separate":
+        if sharing is not None:
+            raise ConfigError(prefix + "sharing", f"{sharing!r} given with placement = \"separate\"",
+                              "sharing only with placement = \"shared\"")
+        return None
+    sharing = "time-sliced" if sharing is None else sharing
+    check_choice(prefix + "sharing", sharing, SHARINGS)
+    if draft_devices != 1:
+        raise ConfigError(prefix + devices_field, f"{draft_devices} with placement = \"shared\" (the draft "
+                          "shares the target's device)", "1 with placement = \"shared\"")
+    return sharing
+
+
 @dataclass(frozen=True)
 class SpecConfig:
     """mode, lookahead k, fan-out F_0..F_K (None = `fanout_shape` for the budget), fanout_miss (schedule
@@ -64,17 +82,7 @@ class SpecConfig:
         check_number("batch_size", self.batch_size, 1, 4096, integer=True)
         check_number("draft_devices", self.draft_devices, 1, 64, integer=True)
         check_choice("fanout_shape", self.fanout_shape, SHAPES)
-        check_choice("placement", self.placement, PLACEMENTS)
-        if self.placement == "separate":
-            if self.sharing is not None:
-                raise ConfigError("sharing", f"{self.sharing!r} given with placement = \"separate\"",
-                                  "sharing only with placement = \"shared\"")
-            return
-        object.__setattr__(self, "sharing", "time-sliced" if self.sharing is None else self.sharing)
-        check_choice("sharing", self.sharing, SHARINGS)
-        if self.draft_devices != 1:
-            raise ConfigError("draft_devices", f"{self.draft_devices} with placement = \"shared\" (the draft "
-                              "shares the target's device)", "1 with placement = \"shared\"")
+        object.__setattr__(self, "sharing", check_placement(self.placement, self.sharing, self.draft_devices))
 
     def replace(self, **changes: object) -> SpecConfig:
         """A validated copy with some fields changed."""

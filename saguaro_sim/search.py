@@ -12,7 +12,7 @@ from calibration.errors import ConfigError, check_choice, check_number
 from calibration.hits import HitCurve
 from calibration.profile import Profile
 from saguaro_sim.analytic import fast_backup_pmf
-from saguaro_sim.config import BACKUPS, MODES, PLACEMENTS, SHARINGS, SpecConfig
+from saguaro_sim.config import BACKUPS, MODES, SpecConfig, check_placement
 from saguaro_sim.fanout import exact_fanouts
 
 SHAPES = ("uniform", "geometric", "exact")
@@ -61,17 +61,8 @@ class Constraints:
                      for i, b in enumerate(self.batch_sizes)]
             object.__setattr__(self, "batch_sizes", tuple(sorted(set(sizes))))
         check_number("constraints.top_n", self.top_n, 1, 1000, integer=True)
-        check_choice("constraints.placement", self.placement, PLACEMENTS)
-        if self.placement == "separate":
-            if self.sharing is not None:
-                raise ConfigError("constraints.sharing", f"{self.sharing!r} given with placement = \"separate\"",
-                                  "sharing only with placement = \"shared\"")
-            return
-        object.__setattr__(self, "sharing", "time-sliced" if self.sharing is None else self.sharing)
-        check_choice("constraints.sharing", self.sharing, SHARINGS)
-        if self.max_draft_devices != 1:
-            raise ConfigError("constraints.max_draft_devices", f"{self.max_draft_devices} with placement = "
-                              "\"shared\" (the draft shares the target's device)", "1 with placement = \"shared\"")
+        object.__setattr__(self, "sharing", check_placement(self.placement, self.sharing, self.max_draft_devices,
+                                                            "constraints.", "max_draft_devices"))
 
     def to_dict(self) -> dict:
         """JSON-able form (tuples become lists)."""
