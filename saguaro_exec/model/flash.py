@@ -24,10 +24,18 @@ def flash_available() -> bool:
     return True
 
 
-def flash_attend(q: torch.Tensor, cache: KVCache, layer: int, seqlens: torch.Tensor) -> torch.Tensor:
-    """q [B, H, T, D] (bf16/fp16, CUDA), seqlens int32 [B] -> attention output [B, T, H, D]."""
+@functools.cache
+def _kernel():
+    """flash_attn's kernel, imported once: flash_attend runs per layer, and an import statement there would
+    go through the CLI's interrupt-deferring import hook (calibration.interrupts) every time."""
     from flash_attn import flash_attn_with_kvcache
 
+    return flash_attn_with_kvcache
+
+
+def flash_attend(q: torch.Tensor, cache: KVCache, layer: int, seqlens: torch.Tensor) -> torch.Tensor:
+    """q [B, H, T, D] (bf16/fp16, CUDA), seqlens int32 [B] -> attention output [B, T, H, D]."""
+    flash_attn_with_kvcache = _kernel()
     k = cache.k[layer].transpose(1, 2)          # [B, capacity, KVH, D]: last dim contiguous, as flash needs
     v = cache.v[layer].transpose(1, 2)
     return flash_attn_with_kvcache(q.transpose(1, 2).contiguous(), k, v, cache_seqlens=seqlens, causal=True)
