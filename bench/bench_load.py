@@ -9,6 +9,12 @@ requests at t = 0): light = 0.3 x the smallest, knee = 1.0 x the median, overloa
 (``--fractions``). Per (mode, load): predicted vs measured p50 TPOT, p99 TPOT and throughput with relative
 errors (issue 16's targets: 10 %, 20 %, 10 %), the median of ``--repeats`` runs interleaved (every config
 once per pass, A B C A B C) with their spread; the SD-vs-SSD crossover (on p99 TPOT) predicted and measured.
+Both sides mean the same thing: the simulator charges SSD rounds at every row the executor forwards
+(``--ssd-width batch``: its SSD keeps fixed-shape rows under load), every output token comes from a decode round
+(the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
+acceptance and hit curves are fitted on the benchmark's own requests (``--acceptance workload``, one fixed-batch
+run per mode: bench/load_phases.py says why), every cost term is the profile's. Per (mode, load) the JSON also
+lays the first repeat out phase by phase against what the simulator charges (``phases``; bench/load_phases.py).
 Load average and CPU steal (/proc/stat) are recorded at the start and the end. ``--out F.json`` also writes
 F.png (p99 TPOT vs load: predicted dashed, measured solid, per mode) and the traces under F-traces/.
 
@@ -31,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_fidelity import cpu_times, steal_share  # noqa: E402
 from bench.load_compare import LEVELS, TARGETS, compare_row, crossover, load_levels, summarize  # noqa: E402
+from bench.load_phases import run_phases, sim_phases, workload_profile  # noqa: E402
 from calibration.errors import ConfigError  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.profile import Profile, load_preset  # noqa: E402
@@ -67,19 +74,33 @@ def _stream(qps: float, n: int, lens: list[int], tokens: int, seed: int) -> Requ
 
 
 def _sim_metrics(res) -> dict:
-    return {"tpot_p50_s": res.tpot_s["p50"], "tpot_p99_s": res.tpot_s["p99"], "throughput": res.throughput}
+    return {"tpot_p50_s": res.tpot_s["p50"], "tpot_p99_s": res.tpot_s["p99"], "throughput": res.throughput,
+            "phases": sim_phases(res)}
+
+
+def _tokens_per_round(profile: Profile, spec: SpecConfig) -> float:
+    """The simulator's mean tokens a row-round (primary speculations) under ``profile``."""
+    if spec.mode == "ar":
+        return 1.0
+    from saguaro_sim.analytic import accept_pmfs
+
+    pmf = accept_pmfs(profile, spec, spec.backup == "fast")[0]
+    return float(np.arange(1, len(pmf) + 1) @ pmf)
 
 
 def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args) -> dict:
-    """One real load-mode run; its metrics and whether every request made the stream's output tokens."""
+    """One real load-mode run; its metrics, whether every request made the stream's output tokens, and its
+    phases against the simulator's charges."""
     from saguaro_exec import RunConfig, run
 
     rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=tokens, arrivals={"trace": str(trace)},
                         profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
-    want = load_trace(trace).output_tokens
+    tr = load_trace(trace)
     return {"tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
-            "ttft_p99_s": rep.ttft_s["p99"], "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, want)),
-            "wall_s": rep.wall_s}
+            "ttft_p99_s": rep.ttft_s["p99"],
+            "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, tr.output_tokens)), "wall_s": rep.wall_s,
+            "phases": run_phases(rep.measurements.rounds, profile, spec, float(np.mean(tr.prompt_tokens)),
+                                 spec.backup == "fast")}
 
 
 def _plot(path: Path, rows: list[dict], modes: list[str]) -> Path:
@@ -122,6 +143,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--protocol", default="reply", choices=("reply", "push", "auto"),
                     help="SSD messages (the load simulator composes SSD rounds as the reply protocol)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--acceptance", default="workload", choices=("workload", "profile"),
+                    help="acceptance / hit curves: fitted on this benchmark's requests (default) or the profile's")
+    ap.add_argument("--ssd-width", default="batch", choices=("batch", "live"),
+                    help="rows the simulator charges an SSD round: all of them, as the executor forwards (default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="JSON result (the PNG goes beside it)")
     ap.add_argument("--no-progress", action="store_true")
@@ -150,9 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         ids = _prompt_ids()
         lens = [len(p) for p in ids]
         specs = _specs(profile, args.modes, args.k, args.batch, args.tokens, round(float(np.mean(lens))))
-        capacity = {m: simulate_load(profile, s, _stream(math.inf, args.requests, lens, args.tokens, args.seed),
-                                     max_batch=args.batch, seed=args.seed).throughput / args.tokens
+        profiles = {m: workload_profile(profile, s, ids, args.tokens, ssd_protocol=args.protocol, threads=args.threads,
+                                        seed=args.seed) if args.acceptance == "workload" else profile
                     for m, s in specs.items()}
+        capacity = {m: simulate_load(profiles[m], s, _stream(math.inf, args.requests, lens, args.tokens, args.seed),
+                                     max_batch=args.batch, seed=args.seed, ssd_width=args.ssd_width).throughput
+                    / args.tokens for m, s in specs.items()}
         levels = load_levels(capacity, args.fractions)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -162,26 +190,31 @@ def main(argv: list[str] | None = None) -> int:
     tdir.mkdir(parents=True, exist_ok=True)
     traces = {lvl: write_trace(_stream(q, args.requests, lens, args.tokens, args.seed + i), tdir / f"{lvl}.jsonl")
               for i, (lvl, q) in enumerate(levels.items())}
-    predicted = {(m, lvl): _sim_metrics(simulate_load(profile, specs[m], load_trace(traces[lvl]), max_batch=args.batch,
-                                                      seed=args.seed))
+    predicted = {(m, lvl): _sim_metrics(simulate_load(profiles[m], specs[m], load_trace(traces[lvl]),
+                                                      max_batch=args.batch, seed=args.seed, ssd_width=args.ssd_width))
                  for m in args.modes for lvl in LEVELS}
+    for (m, _lvl), pred in predicted.items():
+        pred["phases"]["tokens_per_row_round"] = _tokens_per_round(profiles[m], specs[m])
     configs = [(m, lvl) for lvl in LEVELS for m in args.modes]
     order = [c for _ in range(args.repeats) for c in configs]          # interleaved passes: A B C A B C
     samples: dict = {c: [] for c in configs}
     with tqdm(total=len(order), desc="load runs", disable=args.no_progress) as bar:
         for m, lvl in order:
             bar.set_postfix_str(f"{m} {lvl}")
-            samples[(m, lvl)].append(_measure(specs[m], profile, ids, traces[lvl], args.tokens, args))
+            samples[(m, lvl)].append(_measure(specs[m], profiles[m], ids, traces[lvl], args.tokens, args))
             bar.update()
     rows = []
     for m, lvl in configs:
         med, spread = summarize(samples[(m, lvl)])
         row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread)
         row["repeats"] = samples[(m, lvl)]
+        row["phases"] = {"predicted": predicted[(m, lvl)]["phases"], "measured": samples[(m, lvl)][0]["phases"]}
         rows.append(row)
     cross = crossover(rows) if {"sd", "ssd"} <= set(args.modes) else None
     result = {"profile": profile.name, "modes": args.modes, "specs": {m: s.to_dict() for m, s in specs.items()},
-              "ssd_protocol": args.protocol, "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
+              "ssd_protocol": args.protocol, "acceptance": args.acceptance, "ssd_width": args.ssd_width,
+              "workload_acceptance": {m: p.acceptance.to_dict() for m, p in profiles.items() if p is not profile},
+              "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
               "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
@@ -212,6 +245,18 @@ def _print(r: dict) -> None:
             p, q = (f"{v * scale:.2f}" if v is not None else "-" for v in (c["predicted"], c["measured"]))
             cells.append(f"{p + ' / ' + q:>{22 if m != 'throughput' else 16}} {_pct(c['rel_error'])}")
         print(f"{row['mode']:4} {row['level']:10} {row['qps']:6.2f} | " + " | ".join(cells))
+    print("phases (first repeat; measured / charged on the simulator's cost model at the executor's widths):")
+    print(f"{'mode':4} {'load':10} | {'rounds pred/meas':>16} | {'rows charged pred / forwarded meas':>36} | "
+          f"{'tok/row-round':>13} | {'round':>5} {'prefill':>7} {'gaps':>5}")
+    for row in r["rows"]:
+        p, m = row["phases"]["predicted"], row["phases"]["measured"]
+        wp = ",".join(f"{w}:{n}" for w, n in p["rounds_by_width"].items())
+        wm = ",".join(f"{w}:{n}" for w, n in m["rounds_by_width"].items())
+        ratio = lambda x: "  -  " if x is None else f"{x:5.2f}"  # noqa: E731
+        print(f"{row['mode']:4} {row['level']:10} | {p['rounds']:>7} / {m['rounds']:<6} | {wp + ' / ' + wm:>36} | "
+              f"{p['tokens_per_row_round']:5.2f} / {m['tokens_per_row_round']:<5.2f} | "
+              f"{ratio(m['round_measured_over_charged'])} {ratio(m['prefill_measured_over_charged']):>7} "
+              f"{ratio(m['gap_share']):>5}")
     c = r["crossover"]
     if c:
         fmt = lambda q: "none in range" if q is None else f"{q:.2f} req/s"  # noqa: E731

@@ -42,14 +42,17 @@ def round_cost(profile: Profile, spec: SpecConfig, batch: int, context: float, f
                      0.0 if fast else rt.backup)
 
 
-def prefill_cost(profile: Profile, spec: SpecConfig, rows: int, prompt_tokens: float) -> tuple[float, float]:
-    """(target seconds, draft seconds) to prefill `rows` new requests of `prompt_tokens` each; the draft
-    (SD, SSD) prefills too, and in SSD also drafts the rows' first speculation (K single-token steps)."""
-    prompt = max(1, round(prompt_tokens))
-    target = profile.target(rows, prompt, 0.0)
+def prefill_cost(profile: Profile, spec: SpecConfig, rows: int, prompt_tokens: float,
+                 backup_s: float | None = None) -> tuple[float, float]:
+    """(target seconds, draft seconds) to prefill `rows` new requests of `prompt_tokens` each, as the executor
+    does: every prompt but its last token (which the row's first decode round feeds); the draft (SD, SSD)
+    prefills too, and in SSD also makes the rows' first speculation with the backup: `backup_s` (the
+    backup over the rows the draft forwards), by default K single-token steps of the new rows."""
+    prompt = max(0, round(prompt_tokens) - 1)
+    target = profile.target(rows, prompt, 0.0) if prompt else 0.0
     if spec.mode == "ar":
         return target, 0.0
-    draft = profile.draft(rows, prompt, 0.0)
+    draft = profile.draft(rows, prompt, 0.0) if prompt else 0.0
     if spec.mode == "ssd":
-        draft += spec.k * profile.draft(rows, 1, float(prompt))
+        draft += spec.k * profile.draft(rows, 1, float(prompt)) if backup_s is None else backup_s
     return target, draft

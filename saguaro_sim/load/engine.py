@@ -2,8 +2,12 @@
 scheduler, and (SSD prefill) the target and draft devices working side by side.
 
 Continuous batching: arrived requests wait in FIFO order and join when one of `max_batch` slots is free, at a
-round boundary; joining rows are prefilled first (the decode batch waits: no chunked prefill), which gives
-their first token; a row leaves at the end of the round that completes its output tokens.
+round boundary; joining rows are prefilled first (the decode batch waits: no chunked prefill); as in the executor
+(saguaro_exec/engine/refill.py) the prefill caches the prompt but its last token, and the row's first decode round
+gives its first token(s) (an SD / SSD round up to K + 1 of them); a row leaves at the end of the round that
+completes its output tokens. A new SSD row's first speculation is the backup's (the executor's refill).
+Charged width: AR and SD rounds at the live rows; SSD at the live rows (`ssd_width="live"`) or, as the executor's
+SSD does today (fixed-shape messages), at every slot while any row is live (`"batch"`).
 
 Speed: a row's future (tokens and hit of each of its rounds) does not depend on the other rows, so it is
 drawn once when it joins (saguaro_sim/load/draws.py) into a slot x round table. The clock then advances one
@@ -15,14 +19,15 @@ the new configuration from their current state (the chain is Markov, so this is 
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
+from calibration.errors import check_choice
 from calibration.profile import Profile
-from saguaro_sim.analytic import accept_pmfs, hit_table, uses_fast_backup
+from saguaro_sim.analytic import accept_pmfs, hit_table, round_times, uses_fast_backup
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.load.costs import RoundCost, prefill_cost, round_cost
 from saguaro_sim.load.draws import FuturePool, RoundDraws
@@ -31,6 +36,7 @@ from saguaro_sim.load.stream import RequestStream
 from saguaro_sim.workload import Workload
 
 CONTEXT_STEP = 32   # round costs are evaluated at the mean context rounded to this many tokens
+SSD_WIDTHS = ("live", "batch")
 
 
 @dataclass
@@ -48,17 +54,24 @@ class Replica:
     NO_ROUND = np.iinfo(np.int64).max
 
     def __init__(self, profile: Profile, schedule: ConfigSchedule, stream: RequestStream, max_batch: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, ssd_width: str = "live") -> None:
+        check_choice("ssd_width", ssd_width, SSD_WIDTHS)
         self.profile, self.schedule, self.stream, self.max_batch = profile, schedule, stream, max_batch
+        # rows an SSD round forwards while any is live (None: the live ones); the executor keeps min(B, requests)
+        self.fixed_width = min(max_batch, len(stream)) if ssd_width == "batch" and schedule.mode == "ssd" else None
         rng = np.random.default_rng(seed)
         self.bands = [self._resolve(b, spec, rng) for b, spec in schedule.entries]
         self._band_of = [schedule.band(max(1, b)) for b in range(max_batch + 1)]   # entry per live batch size
         n = len(stream)
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
+        self.first_round = np.full(n, -1, dtype=np.int64)   # global round that gave each request's first token
+        self.finish_round = np.full(n, -1, dtype=np.int64)  # ... and its last one
+        self.widths: Counter = Counter()                    # rows charged per round -> rounds charged so
         self.batch_time = 0.0       # integral of the live batch size over time
         self.target_busy = self.draft_busy = 0.0
         self.prefills = 0
+        self.prefill_s = 0.0        # seconds the decode batch waited for prefills
         self.env = simpy.Environment()
         self.waiting: deque[int] = deque()
         self.arrived = 0
@@ -72,6 +85,7 @@ class Replica:
         self.live = 0                                           # slots in use
         self.g0 = np.zeros(max_batch, dtype=np.int64)           # round it joined at
         self.last = np.full(max_batch, self.NO_ROUND)           # round it finishes in
+        self.fresh = np.zeros(max_batch, dtype=bool)            # joined, first round not run yet
         self.ctx_sum = 0.0                                  # total context of the live rows at round g
         self._costs: dict = {}
         chunk = int(np.percentile(stream.output_tokens, 75))
@@ -131,13 +145,16 @@ class Replica:
         yield self.env.timeout(seconds)
 
     def _prefill(self, live: int):
-        """Admit waiting requests into free slots and prefill them: target and draft devices concurrently in
-        SSD (separate GPUs), one after the other in SD (the draft shares the target's GPUs)."""
+        """Admit waiting requests into free slots and prefill them (their prompts but the last token): target
+        and draft devices concurrently in SSD (separate GPUs; the draft also makes the rows' first, backup,
+        speculation over the rows it forwards), one after the other in SD (the draft shares the target's GPUs)."""
         env, st = self.env, self.stream
         take = min(len(self.waiting), self.max_batch - live)
         new = np.array([self.waiting.popleft() for _ in range(take)], dtype=np.int64)
-        spec = self.bands[self._band_of[live + take]].spec
-        t_target, t_draft = prefill_cost(self.profile, spec, take, float(np.mean(st.prompt_tokens[new])))
+        band = self._band_of[live + take]
+        spec = self.bands[band].spec
+        t_target, t_draft = prefill_cost(self.profile, spec, take, float(np.mean(st.prompt_tokens[new])),
+                                         self._backup_s(band, live + take))
         start = env.now
         if spec.mode == "ssd":
             yield env.all_of([env.process(self._busy(t_target)), env.process(self._busy(t_draft))])
@@ -148,16 +165,27 @@ class Replica:
         self.target_busy += t_target
         self.batch_time += live * (env.now - start)
         self.prefills += 1
-        self.first_token_s[new] = env.now
-        left = st.output_tokens[new] - 1
-        self.finish_s[new[left <= 0]] = env.now             # one-token requests end with their prefill
-        new, left = new[left > 0], left[left > 0]
-        self._set_band(self._band_of[live + len(new)])
+        self.prefill_s += env.now - start
+        left = np.maximum(st.output_tokens[new], 1)          # every token comes from a decode round
+        self._set_band(band)
         slots = np.flatnonzero(self.req < 0)[:len(new)]
-        self.req[slots], self.g0[slots] = new, self.g
+        self.req[slots], self.g0[slots], self.fresh[slots] = new, self.g, True
         self.live += len(new)
-        self.ctx_sum += float(np.sum(st.prompt_tokens[new] + 1))
-        self._place(slots, np.zeros(len(new), dtype=np.int64), left)
+        self.ctx_sum += float(np.sum(st.prompt_tokens[new]))
+        src = np.full(len(new), 1 if spec.mode == "ssd" else 0, dtype=np.int64)   # SSD: the backup's speculation
+        self._place(slots, src, left)
+
+    def _backup_s(self, band: int, rows: int) -> float | None:
+        """SSD: seconds of the backup speculation a refill makes over the rows the draft forwards."""
+        b = self.bands[band]
+        if b.spec.mode != "ssd":
+            return None
+        width = self.fixed_width or rows
+        key = (band, width, "backup")
+        if key not in self._costs:
+            ctx = float(np.mean(self.stream.prompt_tokens))
+            self._costs[key] = round_times(self.profile, b.spec, width, ctx, b.fast).backup
+        return self._costs[key]
 
     # ---- the slot x round table -------------------------------------------------------------------
     def _fit(self, upto: int) -> None:
@@ -215,7 +243,8 @@ class Replica:
         rounds = first_leave - g + 1
         c = g - self.origin
         context = (self.ctx_sum + float(self.tok[:, c:c + rounds // 2].sum())) / b
-        cost = self._cost(b, context)
+        width = self.fixed_width or b
+        cost = self._cost(width, context)
         if cost.miss_s or cost.floor_s:
             missed = ~self.hit[:, c:c + rounds].all(axis=0)
             times = np.maximum(cost.base_s + cost.miss_s * missed, cost.floor_s)
@@ -225,6 +254,10 @@ class Replica:
         if b < self.max_batch and self.arrived < len(self.stream):
             rounds = min(rounds, int(np.searchsorted(clock, self.stream.arrival_s[self.arrived])) + 1)
         start, end = env.now, float(clock[rounds - 1])
+        fresh = np.flatnonzero(self.fresh)
+        self.first_token_s[self.req[fresh]], self.first_round[self.req[fresh]] = float(clock[0]), g
+        self.fresh[fresh] = False
+        self.widths[width] += rounds
         yield env.timeout(max(0.0, end - start))
         self.batch_time += b * (end - start)
         self.target_busy += rounds * cost.target_s
@@ -236,7 +269,7 @@ class Replica:
         if first_leave < g:
             gone = np.flatnonzero(self.last < g)
             reqs = self.req[gone]
-            self.finish_s[reqs] = end
+            self.finish_s[reqs], self.finish_round[reqs] = end, g - 1
             self.ctx_sum -= float(np.sum(self.stream.prompt_tokens[reqs] + self.stream.output_tokens[reqs]))
             self.req[gone], self.last[gone] = -1, self.NO_ROUND
             self.live -= len(gone)

@@ -51,6 +51,8 @@ class LoadResult:
     usd_per_million_tokens: float | None = None
     rounds: int = 0
     prefills: int = 0
+    prefill_s: float = 0.0            # seconds the decode batch waited for prefills
+    rounds_by_width: dict = field(default_factory=dict)   # rows a round was charged for -> rounds
     wall_s: float = 0.0
     schedule: list = field(default_factory=list)
     per_request: dict = field(default_factory=dict)   # arrays: arrival_s, ttft_s, tpot_s, latency_s

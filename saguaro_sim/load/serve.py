@@ -24,10 +24,13 @@ def target_devices_of(profile: Profile) -> int:
 
 def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream: RequestStream, max_batch: int = 64,
                   seed: int = 0, slo: SLO | None = None, gpu_hour_usd: float | None = None,
-                  target_devices: int | None = None) -> LoadResult:
+                  target_devices: int | None = None, ssd_width: str = "live") -> LoadResult:
     """Serve `stream` with continuous batching in up to max_batch rows, using `config` (one SpecConfig, or a
     ConfigSchedule giving the config per live batch size); latencies per request, SLO verdicts when `slo`
-    is given, cost per million output tokens when `gpu_hour_usd` is."""
+    is given, cost per million output tokens when `gpu_hour_usd` is. TTFT ends with a request's first decode
+    round (its prefill gives no token, as in the executor), TPOT = (finish - first token) / (tokens - 1).
+    ssd_width: the rows an SSD round forwards, "live" (the live ones, as AR and SD) or "batch" (all
+    min(max_batch, requests) slots while any is live: saguaro_exec's SSD under load today)."""
     if not isinstance(profile, Profile):
         raise ConfigError("profile", f"expected Profile, got {type(profile).__name__}", "Profile")
     if isinstance(config, SpecConfig):
@@ -43,7 +46,7 @@ def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream:
     if gpu_hour_usd is not None:
         check_number("gpu_hour_usd", gpu_hour_usd, 0.0)
     wall = time.perf_counter()
-    replica = Replica(profile, config, stream, max_batch, seed)
+    replica = Replica(profile, config, stream, max_batch, seed, ssd_width)
     span = replica.run()
     ttft = replica.first_token_s - stream.arrival_s
     decode = replica.finish_s - replica.first_token_s
@@ -62,6 +65,7 @@ def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream:
         target_utilization=min(1.0, replica.target_busy / span),
         draft_utilization=min(1.0, replica.draft_busy / (span * config.draft_devices)) if config.draft_devices else 0.0,
         gpus=gpus, tokens_per_s_per_gpu=throughput / gpus, rounds=replica.rounds, prefills=replica.prefills,
+        prefill_s=replica.prefill_s, rounds_by_width={str(w): int(n) for w, n in sorted(replica.widths.items())},
         schedule=config.to_dict(),
         per_request={"arrival_s": stream.arrival_s, "ttft_s": ttft, "tpot_s": tpot, "latency_s": latency})
     if slo is not None:

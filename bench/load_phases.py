@@ -1,0 +1,83 @@
+"""What the load-fidelity benchmark (bench_load.py) needs beside the runs: the acceptance of its own requests, and
+a phase-by-phase account of one load run against what the load simulator charges for it.
+
+Why the acceptance is refitted: the tiny pair's acceptance depends on how far into its output a request is (SD k3
+greedy over the 8 built-in prompts: 3.26 tokens a round over the first 32 tokens, 2.82 over 128, 2.47 over
+256), so a profile fitted on runs of a few hundred tokens predicts too few tokens a round for 32-token requests and
+every SD / SSD TPOT too slow. The planner's acceptance is a property of the traffic; here it is measured on the
+benchmark's own requests by one fixed-batch run per mode (at T = 0 the tokens, so the accepted lengths and cache
+hits, do not depend on batching or timing), while every cost term stays the profile's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+
+from calibration.fit import run_of
+from calibration.fit_acceptance import fit_acceptance
+from calibration.fit_hits import fit_hits
+from calibration.profile import Profile
+from saguaro_sim import SpecConfig
+from saguaro_sim.load.costs import prefill_cost, round_cost
+
+
+def workload_profile(profile: Profile, spec: SpecConfig, prompts: list[list[int]], tokens: int, **run_kw) -> Profile:
+    """``profile`` with acceptance (and, SSD, hit curves) fitted from one fixed-batch run of ``spec`` over
+    ``prompts`` at ``tokens`` output tokens each; AR and T > 0 specs keep the profile as it is."""
+    if spec.mode == "ar" or spec.temperature > 0:
+        return profile
+    from saguaro_exec import RunConfig, run
+
+    # SSD's draft in this process: at T = 0 its speculations and hits are the draft process's, with no spawn
+    rep = run(RunConfig(spec=spec, prompts=prompts, max_new_tokens=tokens, profile=profile,
+                        inline_draft=spec.mode == "ssd", **run_kw))
+    rr = run_of(rep.measurements)
+    acceptance, acc_info = fit_acceptance([rr])
+    hits, _ = fit_hits([rr]) if spec.mode == "ssd" else (profile.hits, None)
+    prov = {**(profile.provenance if isinstance(profile.provenance, dict) else {}),
+            "workload_acceptance": {"mode": spec.mode, "prompts": len(prompts), "tokens": tokens,
+                                    "fit": acc_info["by_temperature"]}}
+    return dataclasses.replace(profile, acceptance=acceptance, hits=hits if spec.mode == "ssd" else profile.hits,
+                               provenance=prov)
+
+
+def sim_phases(res) -> dict:
+    """What the load simulator charged (a ``LoadResult``): rounds per charged width, prefills and the seconds
+    they held the batch."""
+    return {"rounds": int(res.rounds), "rounds_by_width": dict(res.rounds_by_width), "prefills": int(res.prefills),
+            "prefill_s": float(res.prefill_s)}
+
+
+def run_phases(rounds: list[dict], profile: Profile, spec: SpecConfig, prompt_tokens: float, fast: bool) -> dict:
+    """One load run's rounds (``report.measurements.rounds``) phase by phase, each against what the load
+    simulator's cost model charges for the same round (at the width the round really forwarded, its live
+    rows' mean context) or prefill: rounds per width, tokens per live row-round, measured / charged seconds
+    of rounds and prefills, the share of the charge that comes from forwarding rows that are not live, and
+    the seconds between rounds while rows stay live (bookkeeping nobody charges)."""
+    widths = Counter(int(r["width"]) for r in rounds)
+    meas_round = sum(r["t1"] - r["t0"] for r in rounds)
+    charged = charged_live = 0.0
+    for r in rounds:
+        ctx = float(np.mean(r["context"])) if r["context"] else prompt_tokens
+        charged += round_cost(profile, spec, int(r["width"]), ctx, fast).base_s
+        charged_live += round_cost(profile, spec, max(1, int(r["batch"])), ctx, fast).base_s
+    pre = [r for r in rounds if r.get("refill")]
+    meas_pre = sum(float(r.get("prefill_s", 0.0)) for r in pre)
+    ch_pre = 0.0
+    for r in pre:
+        t, d = prefill_cost(profile, spec, len(r["refill"]), prompt_tokens)
+        ch_pre += t if spec.mode == "ssd" else t + d    # SSD: the verifier's side (the draft's overlaps it)
+    gaps = [b["t0"] - a["t1"] - float(b.get("prefill_s", 0.0)) for a, b in zip(rounds, rounds[1:])
+            if set(a["seq"]) & set(b["seq"])]
+    row_rounds = sum(len(r["accepted"]) for r in rounds)
+    return {"rounds": len(rounds), "rounds_by_width": {str(w): n for w, n in sorted(widths.items())},
+            "tokens_per_row_round": (sum(a + 1 for r in rounds for a in r["accepted"]) / row_rounds
+                                     if row_rounds and spec.mode != "ar" else 1.0),
+            "round_measured_over_charged": meas_round / charged if charged > 0 else None,
+            "width_over_live_charge": charged / charged_live if charged_live > 0 else None,
+            "prefills": len(pre), "prefill_measured_over_charged": meas_pre / ch_pre if ch_pre > 0 else None,
+            "prefill_share": meas_pre / (meas_pre + meas_round) if meas_round > 0 else None,
+            "gap_share": sum(gaps) / meas_round if meas_round > 0 else None}
