@@ -16,10 +16,14 @@ class AcceptanceModel:
     """rates[T] = (a_1, a_2, ...): P(token i accepted | tokens < i accepted); the last rate repeats.
 
     c_effect maps a Saguaro constant C to a multiplier on every rate (lower C: lower acceptance).
+    by_k (optional, fitted): {T: {K: rates}} measured at several lookaheads K; a config at K reads the table
+    of the nearest K measured at that temperature (ties: the larger), since rates depend on K: long rounds
+    consume easy text fast, so more of them start in hard text (greedy decoding of a small pair).
     """
 
     by_temperature: dict = field(default_factory=lambda: {0.0: (0.8,)})
     c_effect: dict = field(default_factory=dict)
+    by_k: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         table = temp_keys(self.by_temperature, "acceptance.by_temperature")
@@ -34,6 +38,7 @@ class AcceptanceModel:
                              for i, a in enumerate(rates))
         object.__setattr__(self, "by_temperature", clean)
         object.__setattr__(self, "c_effect", check_c_effect(self.c_effect, "acceptance.c_effect", hi=1.0))
+        object.__setattr__(self, "by_k", _check_by_k(self.by_k))
 
     @classmethod
     def geometric(cls, alpha: float, c_effect: dict | None = None) -> AcceptanceModel:
@@ -69,7 +74,8 @@ class AcceptanceModel:
 
     def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
         """Conditional acceptance for positions 1..k."""
-        lo, hi, w = pick_temperature(self.by_temperature, temperature)
+        table = {t: self._at_k(t, r, k) for t, r in self.by_temperature.items()}
+        lo, hi, w = pick_temperature(table, temperature)
         a = (1 - w) * _expand(lo, k) + w * _expand(hi, k)
         return np.clip(a * c_multiplier(self.c_effect, sampler_c), 0.0, 1.0)
 
@@ -89,15 +95,45 @@ class AcceptanceModel:
         """Geometric-equivalent per-token acceptance (mean of the first k rates)."""
         return float(np.mean(self.rates(k, temperature, sampler_c)))
 
+    def _at_k(self, t: float, default: tuple[float, ...], k: int) -> tuple[float, ...]:
+        """The rates at temperature t for lookahead k: by_k's nearest measured K (ties: larger), else default."""
+        ks = self.by_k.get(t)
+        if not ks:
+            return default
+        return ks[min(ks, key=lambda kk: (abs(kk - k), -kk))]
+
     def to_dict(self) -> dict:
-        return {"by_temperature": {str(t): list(r) for t, r in self.by_temperature.items()},
-                "c_effect": {str(c): m for c, m in self.c_effect.items()}}
+        d = {"by_temperature": {str(t): list(r) for t, r in self.by_temperature.items()},
+             "c_effect": {str(c): m for c, m in self.c_effect.items()}}
+        if self.by_k:       # written only when fitted (older profiles have none)
+            d["by_k"] = {str(t): {str(k): list(r) for k, r in ks.items()} for t, ks in self.by_k.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> AcceptanceModel:
         if not isinstance(d, dict) or "by_temperature" not in d:
             raise ConfigError("acceptance", "must be an object with 'by_temperature'", "{by_temperature, c_effect}")
-        return cls(d["by_temperature"], d.get("c_effect", {}))
+        return cls(d["by_temperature"], d.get("c_effect", {}), d.get("by_k", {}))
+
+
+def _check_by_k(by_k: object) -> dict[float, dict[int, tuple[float, ...]]]:
+    """Validate {T: {K: rates}} (K an integer >= 1, rates probabilities); {} when empty."""
+    if not by_k:
+        return {}
+    out = {}
+    for t, ks in temp_keys(by_k, "acceptance.by_k").items():
+        if not isinstance(ks, dict) or not ks:
+            raise ConfigError(f"acceptance.by_k[{t}]", "must be a non-empty mapping K -> rates", "{K: [rates]}")
+        clean = {}
+        for k, rates in ks.items():
+            kk = int(check_number(f"acceptance.by_k[{t}] key", float(k) if str(k).isdigit() else -1, 1, 64))
+            if not isinstance(rates, list | tuple) or not rates:
+                raise ConfigError(f"acceptance.by_k[{t}][{k}]", "must be a non-empty list of rates",
+                                  "probabilities in [0, 1]")
+            clean[kk] = tuple(float(check_number(f"acceptance.by_k[{t}][{k}][{i}]", a, 0.0, 1.0))
+                              for i, a in enumerate(rates))
+        out[t] = dict(sorted(clean.items()))
+    return out
 
 
 def _expand(rates: tuple[float, ...], k: int) -> np.ndarray:

@@ -69,12 +69,25 @@ def speculation_lengths(run: RunRounds, from_backup: bool = False) -> list[int]:
     return out
 
 
-def _counts(runs: list[RunRounds], from_backup: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Trials and successes per position 1..Kmax (censored at each run's K), plus a length histogram."""
+def draft_lengths(run: RunRounds) -> list[int]:
+    """Accepted lengths of every speculation the draft model made: the primary ones and, with the neural
+    backup, the backup's too (fast-backup speculations are the n-gram's). Pooled, since a miss follows hard
+    text: the speculation after it accepts less (0.9 vs 1.7 tokens at K = 2, T = 0 here), so primary-only
+    rates overstate what a round accepts on average."""
+    out = speculation_lengths(run)
+    if run.mode == "ssd" and run.backup != "fast":
+        out += speculation_lengths(run, from_backup=True)
+    return out
+
+
+def _counts(runs: list[RunRounds], from_backup: bool = False, pooled: bool = False
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Trials and successes per position 1..Kmax (censored at each run's K), plus a length histogram;
+    pooled: over draft_lengths (every draft-model speculation)."""
     kmax = max(r.k for r in runs)
     trials, succ, hist = np.zeros(kmax + 1), np.zeros(kmax + 1), np.zeros(kmax + 1)
     for run in runs:
-        for a in speculation_lengths(run, from_backup):
+        for a in (draft_lengths(run) if pooled else speculation_lengths(run, from_backup)):
             hist[a] += 1
             for i in range(1, min(a + 1, run.k) + 1):
                 trials[i] += 1
@@ -93,16 +106,36 @@ def rates_from_counts(trials: np.ndarray, succ: np.ndarray, min_trials: int = MI
     return rates
 
 
-def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
-    """Per-position acceptance at each temperature (from the largest C run there) and multipliers for lower C.
+def _by_k(by_c: dict[float, list[RunRounds]], ref: float) -> tuple[dict[int, tuple[float, ...]], dict]:
+    """Rates per lookahead K at the reference C, from the neural-backup SSD and SD runs at that K (pooled
+    speculations; fast-backup runs' primaries follow hits only, so they are left out)."""
+    ks: dict[int, list[RunRounds]] = defaultdict(list)
+    for r in by_c.get(ref, []):
+        if r.backup != "fast" or r.mode == "sd":
+            ks[r.k].append(r)
+    out, info = {}, {}
+    for k, rs in sorted(ks.items()):
+        trials, succ, hist = _counts(rs, pooled=True)
+        rates = rates_from_counts(trials, succ)
+        if trials[1] >= MIN_TRIALS and len(rates) == k:
+            out[k] = tuple(rates)
+            info[str(k)] = {"rates": list(rates), "n": int(hist.sum()),
+                            "mean_accepted": float(np.dot(np.arange(len(hist)), hist) / hist.sum())}
+    return out, info
 
-    Returns the model and info {"by_temperature": {T: {C: {...}}}, "reference_c": {T: C}, "c_effect": {...}}.
+
+def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
+    """Per-position acceptance at each temperature (from the largest C run there, every draft-model speculation
+    pooled), per lookahead K where several were run, and multipliers for lower C.
+
+    Returns the model and info {"by_temperature": {T: {C: {...}}}, "reference_c": {T: C}, "c_effect": {...},
+    "by_k": {T: {K: {...}}}}.
     """
     groups: dict[float, dict[float, list[RunRounds]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         if r.mode != "ar":
             groups[float(r.temperature)][float(r.sampler_c)].append(r)
-    by_t, info_t, ref_c = {}, {}, {}
+    by_t, info_t, ref_c, by_k, info_k = {}, {}, {}, {}, {}
     ratios: dict[float, list[tuple[float, float]]] = defaultdict(list)
     for t, by_c in sorted(groups.items()):
         stats = {}
@@ -110,7 +143,7 @@ def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
             # runs at the largest K only: they cover every position from one population of speculations
             # (pooling a short-K run's early positions with a long-K run's later ones skews the product)
             rs = [r for r in rs if r.k == max(x.k for x in rs)]
-            trials, succ, hist = _counts(rs)
+            trials, succ, hist = _counts(rs, pooled=True)
             if trials[1:].sum() == 0:
                 continue
             stats[c] = {"rates": rates_from_counts(trials, succ), "trials": trials[1:].tolist(),
@@ -120,6 +153,9 @@ def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
             continue
         ref = max(stats)
         ref_c[t] = ref
+        tables, info_k[str(t)] = _by_k(by_c, ref)
+        if len(tables) > 1:
+            by_k[t] = tables
         by_t[t] = tuple(stats[ref]["rates"])
         info_t[t] = stats
         for c, s in stats.items():
@@ -130,8 +166,9 @@ def fit_acceptance(runs: list[RunRounds]) -> tuple[AcceptanceModel, dict]:
                           "runs in mode sd or ssd with per-round 'accepted'")
     c_effect = {c: float(np.average([m for m, _ in v], weights=[w for _, w in v])) for c, v in ratios.items()}
     info = {"by_temperature": {str(t): {str(c): s for c, s in st.items()} for t, st in info_t.items()},
-            "reference_c": {str(t): c for t, c in ref_c.items()}, "c_effect": {str(c): m for c, m in c_effect.items()}}
-    return AcceptanceModel(by_t, c_effect), info
+            "reference_c": {str(t): c for t, c in ref_c.items()}, "c_effect": {str(c): m for c, m in c_effect.items()},
+            "by_k": info_k}
+    return AcceptanceModel(by_t, c_effect, by_k), info
 
 
 def fit_fast_backup(runs: list[RunRounds]) -> tuple[AcceptanceModel | None, dict]:

@@ -101,8 +101,9 @@ def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int,
     """Simulated numbers for one config (and the SimResult, for its timeline), with the executor's protocol."""
     from saguaro_sim.simulate import simulate
 
+    # the executor refills finished rows from its queue; in SSD both sides keep the batch's rows to the end
     res = simulate(profile, spec, workload, seed=seed, trace=trace, protocol=protocol_for(spec, profile),
-                   batching="continuous")     # the executor refills finished rows from its queue
+                   batching="kept" if spec.mode == "ssd" else "continuous")
     return {"tokens_per_s": res.throughput, "tokens_per_s_per_seq": res.tokens_per_s_per_seq,
             "hit_rate": res.hit_rate if spec.mode == "ssd" else None, "tokens_per_round": res.tokens_per_round}, res
 

@@ -63,7 +63,7 @@ class SimResult:
         return chrome_trace(self.events, path, process_name=f"saguaro simulate ({self.mode})")
 
 
-BATCHING = ("continuous", "fixed")
+BATCHING = ("continuous", "kept", "fixed")
 
 
 def _check_inputs(profile: object, spec: object, workload: object, seed: object) -> None:
@@ -81,7 +81,9 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     ``protocol`` (SSD): "reply" = the draft answers each outcome; "push" = the draft sends each built cache
     and an all-hit round starts the next verification without a message round trip; "auto" = as the
     executor's ``RunConfig.ssd_protocol`` "auto" resolves it. ``batching``: "continuous" (finished slots
-    refill from the queue) or "fixed" (the executor's batches of batch_size; finished rows ride along)."""
+    refill from the queue, the batch shrinks once none waits), "kept" (refill, but a finished row nobody takes
+    rides along: forwards keep batch_size rows, as the SSD executor's do) or "fixed" (batches of batch_size;
+    finished rows ride along until the batch's last finishes)."""
     _check_inputs(profile, spec, workload, seed)
     check_choice("protocol", protocol, PROTOCOLS)
     check_choice("batching", batching, BATCHING)
@@ -92,7 +94,8 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     pmf_p, pmf_b = accept_pmfs(profile, spec, fast) if spec.mode != "ar" else (None, None)
     table = hit_table(profile, spec) if spec.mode == "ssd" else None
     state = BatchState(spec.batch_size, workload.num_sequences, workload.output_tokens, workload.prompt_tokens,
-                       rng, pmf_p, pmf_b, table, fixed=batching == "fixed")
+                       rng, pmf_p, pmf_b, table, fixed=batching == "fixed",
+                       keep=batching == "kept")
     env = simpy.Environment()
     events: list | None = [] if trace else None
     bar = None

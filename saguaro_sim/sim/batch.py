@@ -2,9 +2,10 @@
 
 Continuous batching (fixed=False): the workload's sequences enter `batch_size` slots in order; when one
 finishes, the next waiting sequence takes its slot at the end of that round; once none wait the batch
-shrinks. Fixed batches (fixed=True, what the executor runs today): sequences go in batches of `batch_size`;
-a finished row rides along (forwards keep the batch's width) until the batch's last row finishes, then the
-next batch starts. Each new sequence starts from a primary (cached) speculation: prefill and the first
+shrinks, unless keep=True (the SSD executor: both sides keep the batch's rows, fixed-shape messages), where
+a finished row nobody takes rides along and forwards keep the batch's width to the end. Fixed batches
+(fixed=True): sequences go in batches of `batch_size`; a finished row rides along until the batch's last row
+finishes, then the next batch starts. Each new sequence starts from a primary (cached) speculation: prefill and the first
 draft are not modelled.
 """
 
@@ -26,7 +27,7 @@ class BatchState:
     def __init__(self, batch: int, num_sequences: int, output_tokens: int, prompt_tokens: int,
                  rng: np.random.Generator, pmf_primary: np.ndarray | None = None,
                  pmf_backup: np.ndarray | None = None, hit_table: np.ndarray | None = None,
-                 fixed: bool = False) -> None:
+                 fixed: bool = False, keep: bool = False) -> None:
         b = min(batch, num_sequences)
         self.rng, self.width = rng, b
         self.out, self.prompt = output_tokens, prompt_tokens
@@ -45,7 +46,7 @@ class BatchState:
         self.seq_rounds = 0  # sequence-rounds (one per active sequence per round)
         self.tokens = 0
         self.hits = 0
-        self.fixed = fixed
+        self.fixed, self.keep = fixed, keep
         self.riding: list[int] = []  # fixed batches: finished rows still forwarded with the batch
 
     @property
@@ -155,6 +156,8 @@ class BatchState:
                 self.src[s] = 0
             else:
                 self.slots.remove(s)
+                if self.keep:
+                    self.riding.append(s)
 
     def _refill_fixed(self, ended: list[int], now: float) -> None:
         for s in ended:

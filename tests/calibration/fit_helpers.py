@@ -19,8 +19,10 @@ def grid_rows(who, fn, seed=0, noise=0.01):
     return rows
 
 
-def sample_rounds(rates, k, n_rounds, batch, seed, c=0.3, r=0.5, c_b=0.6, r_b=0.4, top_n=64, backup_frac=0.0):
-    """Round rows with accepted lengths from per-position `rates` and bonus ranks from miss(F) = c F^-r."""
+def sample_rounds(rates, k, n_rounds, batch, seed, c=0.3, r=0.5, c_b=0.6, r_b=0.4, top_n=64, backup_frac=0.0,
+                  backup_rates=None):
+    """Round rows with accepted lengths from per-position `rates` and bonus ranks from miss(F) = c F^-r; a
+    `backup_frac` share of speculations come from the backup and accept per `backup_rates` (None: nothing)."""
     rng = np.random.default_rng(seed)
 
     def rank(cc, rr):
@@ -33,8 +35,8 @@ def sample_rounds(rates, k, n_rounds, batch, seed, c=0.3, r=0.5, c_b=0.6, r_b=0.
         acc, ranks, back = [], [], []
         for _ in range(batch):
             b = bool(rng.uniform() < backup_frac)
-            a = 0
-            while not b and a < k and rng.uniform() < rates[min(a, len(rates) - 1)]:
+            a, rs = 0, (backup_rates or (0.0,)) if b else rates
+            while a < k and rng.uniform() < rs[min(a, len(rs) - 1)]:
                 a += 1
             acc.append(a)
             back.append(b)
@@ -44,8 +46,8 @@ def sample_rounds(rates, k, n_rounds, batch, seed, c=0.3, r=0.5, c_b=0.6, r_b=0.
     return rows
 
 
-def run_meas(rates, k=4, temperature=0.0, sampler_c=1.0, n_rounds=1500, batch=2, seed=1, **kw):
-    spec = {"mode": "ssd", "k": k, "temperature": temperature, "sampler_c": sampler_c, "backup": "neural"}
+def run_meas(rates, k=4, temperature=0.0, sampler_c=1.0, n_rounds=1500, batch=2, seed=1, backup="neural", **kw):
+    spec = {"mode": "ssd", "k": k, "temperature": temperature, "sampler_c": sampler_c, "backup": backup}
     return Measurements(meta={"spec": spec, "top_n": 64, "target": "t", "draft": "d"},
                         rounds=sample_rounds(rates, k, n_rounds, batch, seed, **kw))
 

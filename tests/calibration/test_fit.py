@@ -31,13 +31,37 @@ def test_piecewise_latency_found_and_extrapolates():
         assert model(b, n, ctx) == pytest.approx(pw_truth(b * n, b * ctx), rel=0.04)
 
 
-def test_acceptance_per_position_and_backup_rounds_ignored():
+def test_acceptance_per_position_and_fast_backup_rounds_ignored():
     rates = (0.9, 0.8, 0.7, 0.6)
-    p = fit(grid(), run_meas(rates, n_rounds=2000, backup_frac=0.3))
+    p = fit(grid(), run_meas(rates, n_rounds=2000, backup_frac=0.3, backup="fast"))
     got = p.acceptance.rates(4, 0.0)
     assert np.allclose(got, rates, atol=0.035), got
     info = p.provenance["acceptance_fit"]["by_temperature"]["0.0"]["1.0"]
-    assert info["k"] == [4] and 2500 < info["n"] < 3100  # ~30% of 4000 sequence-rounds were backup ones
+    assert info["k"] == [4] and 2500 < info["n"] < 3100  # ~30% of 4000 sequence-rounds were the n-gram's
+
+
+def test_neural_backup_speculations_pooled_with_primary_ones():
+    """The neural backup is the draft model too: its speculations count (they follow misses, i.e. hard text,
+    so leaving them out overstates what a round accepts). Truth here: backup ones accept per `low`."""
+    rates, low = (0.9, 0.8, 0.7, 0.6), (0.5,)
+    m = run_meas(rates, n_rounds=2000, backup_frac=0.3, backup_rates=low)
+    info = fit(grid(), m).provenance["acceptance_fit"]["by_temperature"]["0.0"]["1.0"]
+    assert 3900 < info["n"] <= 4000                      # every steady sequence-round
+    pooled_first = 0.7 * 0.9 + 0.3 * 0.5                 # P(position 1 accepted) over both sources
+    assert info["rates"][0] == pytest.approx(pooled_first, abs=0.03)
+
+
+def test_acceptance_per_lookahead_when_several_were_run():
+    """Runs at K = 2 and K = 6 at one temperature: a config reads the nearest K's table (ties: the larger)."""
+    short, long = (0.95, 0.9), (0.6, 0.6, 0.6, 0.6, 0.6, 0.6)
+    p = fit(grid(), run_meas(short, k=2, seed=4), run_meas(long, k=6, seed=5))
+    acc = p.acceptance
+    assert sorted(acc.by_k[0.0]) == [2, 6]
+    assert acc.rates(2, 0.0) == pytest.approx(short, abs=0.03)
+    assert acc.rates(3, 0.0)[:2] == pytest.approx(short, abs=0.03)   # nearest K: 2
+    assert acc.rates(4, 0.0)[:2] == pytest.approx((0.6, 0.6), abs=0.04)   # tie 2 / 6: the larger
+    assert len(acc.rates(8, 0.0)) == 8 and acc.mean_alpha(8, 0.0) == pytest.approx(0.6, abs=0.03)
+    assert AcceptanceModel.from_dict(acc.to_dict()) == acc
 
 
 def test_temperature_kept_from_meta():

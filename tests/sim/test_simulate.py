@@ -227,3 +227,17 @@ def test_fixed_batches_ride_along_and_cost_the_full_width():
     assert fixed.tokens_per_round == pytest.approx(cont.tokens_per_round, rel=0.03)
     with pytest.raises(ConfigError, match="^batching:"):
         simulate(p, spec, w, batching="dynamic")
+
+
+def test_kept_rows_refill_then_ride_along_at_the_batch_width():
+    """batching="kept" (the SSD executor: both sides keep the batch's rows): finished rows take the next
+    request while one waits, then ride along, so every verification runs the full width; "continuous"
+    shrinks the tail, "fixed" also idles rows until the whole batch ends."""
+    p = toy(alpha=0.75).with_(target=LatencyModel.linear(0.01, 0.002))
+    spec = SpecConfig(mode="ssd", k=3, budget=8, batch_size=4)
+    w = Workload(num_sequences=6, output_tokens=48, prompt_tokens=16)
+    runs = {b: simulate(p, spec, w, seed=0, batching=b, trace=True) for b in ("continuous", "kept", "fixed")}
+    widths = {b: [e["args"]["batch"] for e in r.events if e["name"] == "verify"] for b, r in runs.items()}
+    assert set(widths["kept"]) == {4} and min(widths["continuous"]) < 4
+    assert all(r.tokens == 6 * 48 for r in runs.values())
+    assert runs["continuous"].sim_time_s < runs["kept"].sim_time_s
