@@ -4,7 +4,8 @@ the charge split into the microbenchmark part and the executor-overhead part.
 
 Phases: AR step (the target forward + sampling); SD draft (K draft steps + the draft's catch-up) and verify;
 SSD verifier side (verify, wait, outcome send) and draft side (glue, fork, tree, the draft's own per-round time,
-backup). Refill prefills run between rounds (outside t0..t1, not in the decode rate) and are listed per
+backup). SSD's charged wait is the verifier's lookup of a pushed cache (verifier_gap_s); the rest of the measured
+wait is the draft binding the round, which the simulated round (not a phase) holds. Refill prefills run between rounds (outside t0..t1, not in the decode rate) and are listed per
 admitted row; "other" is the round's time no phase accounts for. The SSD round itself is the simulated one
 (sim time / rounds) because it overlaps both sides.
 
@@ -56,6 +57,8 @@ def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[s
     out = {"verify": verify, "msg": (c.message(width, False)[1], 0.0), "glue": (p.draft(width, k + 1, ctx),
            ex("glue", k + 1)), "fork": (0.0, ex("fork", k + 1)),
            "tree": (k * p.draft(width, tw, ctx), k * ex("tree_step", tw)), "draft_round": (0.0, c.draft_round_mean())}
+    if c.resolved.protocol == "push":   # the verifier's own part of its wait (cache in hand -> outcome looked up);
+        out["wait"] = (0.0, p.verifier_gap_s)   # the rest of it is the draft binding, in the simulated round
     if _g(row, "backup_s") > 0:     # the backup that made this round's speculation
         fast = run.backup == "fast"
         out["backup"] = ((p.fast_backup_s, 0.0) if fast else (k * p.draft(width, 1, ctx), k * ex("backup_step", 1)))

@@ -12,7 +12,13 @@ import numpy as np
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
-from calibration.fit_executor import draft_round, effective_link_s, fit_executor_costs, verifier_lookup_s
+from calibration.fit_executor import (
+    draft_round,
+    effective_link_s,
+    fit_executor_costs,
+    round_jitter,
+    verifier_lookup_s,
+)
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import fit_latency
 from calibration.measurements import Measurements
@@ -211,6 +217,8 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         push = [r for r in ssd_like if r.protocol == "push"]
         rnd, prov["draft_round"] = draft_round(push)
         costs = costs.with_draft_round(rnd)
+        jit, prov["round_jitter"] = round_jitter(push)
+        costs = costs.with_jitter(jit)
         m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s, costs.draft_round_mean())
         prov["link_executor"]["measured"] = ssd_phases(ssd_like)
         if m_eff is not None:

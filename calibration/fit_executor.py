@@ -206,6 +206,44 @@ def draft_round(runs: list[RunRounds]) -> tuple[dict, dict]:
     return d, {"n": int(o.size), **d, "mean_s": float(o.mean()), "from": sorted(source)}
 
 
+JITTER_WINDOW = 9      # rounds of the centred running mean a round's time is divided by (slow drift left out)
+JITTER_PAIRS = 200     # pairs kept in the profile
+
+
+def _ratios(x: np.ndarray) -> np.ndarray:
+    """Each value over the centred running mean of JITTER_WINDOW rounds around it."""
+    k = min(JITTER_WINDOW, len(x))
+    run = np.convolve(x, np.ones(k) / k, mode="same") * k / np.convolve(np.ones(len(x)), np.ones(k), mode="same")
+    return x / run
+
+
+def round_jitter(runs: list[RunRounds]) -> tuple[list[list[float]], dict]:
+    """(verify, build) multipliers of single SSD rounds: each round's verification and its concurrent cache
+    build (glue + fork + tree of the same row) over their running means, pooled over runs, scaled to mean 1
+    and subsampled (fixed seed) to JITTER_PAIRS pairs. Pairs keep the two sides' correlation (on one shared
+    CPU both slow down together)."""
+    pairs = []
+    for run in runs:
+        if run.mode != "ssd":
+            continue
+        rows = [r for r in steady_rounds(run) if _g(r, "verify_s") > 0 and _g(r, "tree_s") > 0]
+        if len(rows) < JITTER_WINDOW:
+            continue
+        v = np.asarray([_g(r, "verify_s") for r in rows])
+        b = np.asarray([sum(_g(r, k) for k in ("glue_s", "fork_s", "tree_s")) for r in rows])
+        pairs += list(zip(_ratios(v), _ratios(b)))
+    if not pairs:
+        return [], {"n": 0}
+    p = np.asarray(pairs)
+    p = p / p.mean(axis=0)
+    keep = np.random.default_rng(0).choice(len(p), size=min(JITTER_PAIRS, len(p)), replace=False)
+    kept = p[np.sort(keep)]
+    kept = kept / kept.mean(axis=0)
+    return [[round(float(a), 4), round(float(c), 4)] for a, c in kept], {
+        "n": len(p), "std": [float(x) for x in p.std(axis=0)], "corr": float(np.corrcoef(p.T)[0, 1]) if p.std(axis=0).min() > 0 else None,
+        "window": JITTER_WINDOW}
+
+
 def effective_link_s(runs: list[RunRounds], link_s: float = 0.0, draft_round_s: float = 0.0
                      ) -> tuple[float | None, dict]:
     """One-way message time m >= link_s (the microbenchmarked one). Reply runs: the m that makes the model's

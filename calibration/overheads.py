@@ -4,7 +4,10 @@ Each kind (``KINDS``) has a line ``base + per_token * tokens`` (tokens = batch w
 forward, at the width the executor really runs: finished rows ride along), fitted separately for greedy
 (T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor). ``draft_round``: the
 draft process's own time per SSD round beyond its forwards (receiving, settling, looking up, sending), as a
-median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds).
+median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``jitter``: measured
+(verification, cache build) multipliers of single SSD rounds (mean 1 each, drawn as pairs): the two sides overlap,
+so a round lasts the longer of the two, and their round-to-round spread lengthens the mean round where they are
+balanced (E[max] > max of the means).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class ExecutorCosts:
 
     lines: dict = field(default_factory=dict)
     draft_round: dict = field(default_factory=dict)
+    jitter: tuple = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.lines, dict):
@@ -44,6 +48,16 @@ class ExecutorCosts:
         for key in ("median_s", "stall_s"):
             check_number(f"profile.executor.draft_round.{key}", self.draft_round.get(key, 0.0), 0.0, 10.0)
         check_number("profile.executor.draft_round.stall_frac", self.draft_round.get("stall_frac", 0.0), 0.0, 1.0)
+        if not isinstance(self.jitter, list | tuple):
+            raise ConfigError("profile.executor.jitter", f"must be a list, got {type(self.jitter).__name__}",
+                              "[[verify multiplier, build multiplier], ...]")
+        pairs = []
+        for i, pair in enumerate(self.jitter):
+            if not isinstance(pair, list | tuple) or len(pair) != 2:
+                raise ConfigError(f"profile.executor.jitter[{i}]", f"got {pair!r}", "[verify multiplier, build multiplier]")
+            pairs.append((float(check_number(f"profile.executor.jitter[{i}][0]", pair[0], 0.0, 20.0)),
+                          float(check_number(f"profile.executor.jitter[{i}][1]", pair[1], 0.0, 20.0))))
+        object.__setattr__(self, "jitter", tuple(pairs))
 
     def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0) -> float:
         """Overhead (s; negative when the executor beats the microbenchmark) of one forward of this kind at
@@ -54,7 +68,11 @@ class ExecutorCosts:
 
     def with_draft_round(self, draft_round: dict) -> ExecutorCosts:
         """A copy with the draft's per-round time replaced."""
-        return ExecutorCosts(lines=self.lines, draft_round=dict(draft_round))
+        return ExecutorCosts(lines=self.lines, draft_round=dict(draft_round), jitter=self.jitter)
+
+    def with_jitter(self, jitter: list | tuple) -> ExecutorCosts:
+        """A copy with the per-round (verify, build) multipliers replaced."""
+        return ExecutorCosts(lines=self.lines, draft_round=self.draft_round, jitter=tuple(jitter))
 
     def draft_round_mean(self) -> float:
         """Mean per-round draft-side overhead: median + stall_frac * stall_s."""
@@ -62,8 +80,11 @@ class ExecutorCosts:
         return float(d.get("median_s", 0.0)) + float(d.get("stall_frac", 0.0)) * float(d.get("stall_s", 0.0))
 
     def to_dict(self) -> dict:
-        return {"lines": {r: {k: list(v) for k, v in by.items()} for r, by in self.lines.items()},
-                "draft_round": dict(self.draft_round)}
+        d = {"lines": {r: {k: list(v) for k, v in by.items()} for r, by in self.lines.items()},
+             "draft_round": dict(self.draft_round)}
+        if self.jitter:      # written only when fitted (older profiles have none)
+            d["jitter"] = [list(p) for p in self.jitter]
+        return d
 
     @classmethod
     def from_dict(cls, d: object) -> ExecutorCosts | None:
@@ -71,7 +92,8 @@ class ExecutorCosts:
             return None
         if not isinstance(d, dict):
             raise ConfigError("profile.executor", f"must be an object, got {type(d).__name__}", "{lines, draft_round}")
-        unknown = sorted(set(d) - {"lines", "draft_round"})
+        unknown = sorted(set(d) - {"lines", "draft_round", "jitter"})
         if unknown:
-            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key", "lines, draft_round")
-        return cls(lines=dict(d.get("lines", {})), draft_round=dict(d.get("draft_round", {})))
+            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key", "lines, draft_round, jitter")
+        return cls(lines=dict(d.get("lines", {})), draft_round=dict(d.get("draft_round", {})),
+                   jitter=tuple(d.get("jitter", ())))

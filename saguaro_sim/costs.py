@@ -4,7 +4,9 @@ Each forward costs its microbenchmarked latency (profile.target / profile.draft 
 executor runs) plus the executor's overhead for that kind of forward (profile.executor, fitted per kind,
 greedy vs sampled). SSD's cache build on one draft device = glue(K+1) + fork + K tree steps over the branches
 the tree holds that round; the draft's own per-round time (profile.executor.draft_round) is added on the
-draft side: its mean in the closed forms, drawn per round (median plus stall tail) in the simulator.
+draft side: its mean in the closed forms, drawn per round (median plus stall tail) in the simulator, which also
+scales each SSD round's verification and build by a measured pair of multipliers (profile.executor.jitter, mean 1:
+the closed forms use the means, so they agree with the simulation only where one side clearly binds).
 """
 
 from __future__ import annotations
@@ -80,6 +82,11 @@ class RoundCosts:
         ex = self.profile.executor
         d = ex.draft_round if ex is not None else {}
         return float(d.get("median_s", 0.0)), float(d.get("stall_s", 0.0)), float(d.get("stall_frac", 0.0))
+
+    def jitter(self) -> tuple[tuple[float, float], ...]:
+        """Measured (verify, build) multipliers of single SSD rounds (empty when not fitted)."""
+        ex = self.profile.executor
+        return ex.jitter if ex is not None else ()
 
     def draft_round_mean(self) -> float:
         m, s, f = self.draft_round()

@@ -3,7 +3,8 @@
 Round: the verifier verifies the speculation (verify(b, K+1, L)) and sends the outcome (busy for the outcome
 message's time, as the executor's send is). Meanwhile every draft device builds its share of the cache
 (glue + fork + K tree steps over the branches of the schedule the outstanding speculation uses; after a
-miss the after-miss schedule's), and the lead (device 0) adds its own per-round time (profile.executor's
+miss the after-miss schedule's; round r's verification and build scaled by the r-th pair of measured
+multipliers drawn from profile.executor.jitter, when fitted), and the lead (device 0) adds its own per-round time (profile.executor's
 draft_round: median, plus a stall drawn in a fraction of rounds). Reply protocol: the lead answers once its
 cache is built and the outcome has arrived: at once when every sequence hit, after the backup (neural: K
 draft steps; fast: profile.fast_backup_s) when any sequence missed, busy while sending the speculation. If
@@ -47,6 +48,10 @@ class SSDEngine(Engine):
         stalls = self._round[1] > 0 and self._round[2] > 0
         self._stall_rng = np.random.default_rng(int(self.state.rng.integers(2**62))) if stalls else None
         self._stalls: list[bool] = []
+        self._jitter = self.costs.jitter()
+        self._jitter_rng = np.random.default_rng(int(self.state.rng.integers(2**62))) if self._jitter else None
+        self._draws: list[int] = []      # round r's (verify, build) pair: index draws[r] into the jitter table
+        self._v_round = self._b_round = 0
         rs = self.costs.resolved
         self.device = SharedDevice(env, rs.sharing, rs.slowdown) if rs.placement == "shared" else None
 
@@ -68,6 +73,14 @@ class SSDEngine(Engine):
             self._stalls = (self._stall_rng.random(1024) < frac).tolist()
         return median + (stall if self._stalls.pop() else 0.0)
 
+    def _jit(self, r: int, side: int) -> float:
+        """Round r's multiplier of the verification (side 0) or the build (side 1): 1 without a jitter table."""
+        if self._jitter_rng is None:
+            return 1.0
+        while len(self._draws) <= r:
+            self._draws += self._jitter_rng.integers(len(self._jitter), size=1024).tolist()
+        return self._jitter[self._draws[r]][side]
+
     def _compute(self, seconds: float):
         """Device work: a plain wait on separate devices, a turn on the shared device otherwise."""
         if self.device is None:
@@ -87,7 +100,8 @@ class SSDEngine(Engine):
         yield self.to_verifier.get()
         while True:
             b, ctx = st.n_forward, st.mean_context()
-            t_v = costs.verify(b, ctx)
+            t_v = costs.verify(b, ctx) * self._jit(self._v_round, 0)
+            self._v_round += 1
             start = env.now
             yield from self._compute(t_v)
             self.verify_busy += t_v
@@ -115,7 +129,8 @@ class SSDEngine(Engine):
         self.link.send(self.to_verifier, None, first[1], "speculation", first[0])
         while True:
             b, ctx, from_backup = st.n_forward, st.mean_context(), st.any_from_backup()
-            t_build = self._build_s(b, ctx, from_backup) + self._draft_round_s()
+            t_build = self._build_s(b, ctx, from_backup) * self._jit(self._b_round, 1) + self._draft_round_s()
+            self._b_round += 1
             start = env.now
             for d in range(1, self.draft_devices):
                 self.built[d] = env.event()

@@ -241,3 +241,17 @@ def test_kept_rows_refill_then_ride_along_at_the_batch_width():
     assert set(widths["kept"]) == {4} and min(widths["continuous"]) < 4
     assert all(r.tokens == 6 * 48 for r in runs.values())
     assert runs["continuous"].sim_time_s < runs["kept"].sim_time_s
+
+
+@pytest.mark.parametrize("pairs,period", [(((0.8, 1.2), (1.2, 0.8)), 0.024), (((0.8, 0.8), (1.2, 1.2)), 0.020),
+                                          ((), 0.020)])
+def test_round_jitter_costs_where_both_sides_balance(pairs, period):
+    """Verification and build both 20 ms: with opposite per-round multipliers every round lasts the longer
+    side (1.2 x 20 ms); multipliers moving together, or none, keep the 20 ms mean; the profile keeps them."""
+    from calibration.overheads import ExecutorCosts
+
+    p = toy(draft=0.005, target=0.02, c=0.0).with_(executor=ExecutorCosts(jitter=pairs))
+    assert Profile.from_dict(p.to_dict()).executor == p.executor
+    res = simulate(p, SpecConfig(mode="ssd", k=3, fanout=(1, 1, 1, 1), backup="neural"),
+                   Workload(num_sequences=1, output_tokens=400, prompt_tokens=16), seed=0, protocol="push")
+    assert res.sim_time_s / res.rounds == pytest.approx(period, rel=0.03)   # 0.8 / 1.2 drawn at random
