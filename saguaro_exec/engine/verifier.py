@@ -31,6 +31,8 @@ class Verifier:
 
     def apply_refill(self, moves: list[tuple[int, int]], admitted: list[int]) -> None:
         """Move rows as ``BatchState.refill`` did and cache each admitted prompt but its last token."""
+        if not moves and not admitted and len(self.n_valid) == len(self.state):
+            return                          # nothing changed (SSD calls this every round, on its critical path)
         for src, dst in moves:
             self.runner.move_row(src, dst)
         self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, self.state.width, len(self.state), 0),

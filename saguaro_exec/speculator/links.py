@@ -18,6 +18,7 @@ from saguaro_exec.speculator.protocol import (
     TAG_CACHE_Q,
     TAG_Q,
     CacheLayout,
+    CacheRows,
     Reply,
     connect,
     outcome_tensor,
@@ -119,6 +120,8 @@ class ProcessLink(SupervisedContext):
             raise self._startup_fault
         self._bsz = bsz
         self._live = [True] * bsz
+        self._out = torch.empty(bsz, 4, dtype=torch.long)   # the outcome message, rewritten in place once
+        # the last one's send is done (recv waits for it; PushLink.send does before writing)
         self._arm()
         self._post_recv()
         return self._recv_reply()
@@ -165,7 +168,7 @@ class ProcessLink(SupervisedContext):
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
         """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows."""
-        self._out = outcome_tensor(acc, bonus, done, stop, fresh)      # kept alive until sent
+        outcome_tensor(acc, bonus, done, stop, fresh, out=self._out)
         self._live = [not d or b in fresh for b, d in enumerate(done)]
         try:
             self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
@@ -204,7 +207,11 @@ class PushLink(ProcessLink):
     waiting for the draft only for rows that missed (their backup speculation)."""
 
     def start(self, bsz: int) -> Reply:
-        self._layout = CacheLayout.of(self.args.ws, self.vocab)      # every cache message of the run
+        ws = self.args.ws
+        self._layout = CacheLayout.of(ws, self.vocab)                 # every cache message of the run
+        self._cache = torch.empty(self._layout.shape(bsz), dtype=torch.long)   # received into round after
+        self._cache_q = (torch.empty(bsz, self._layout.n_max, ws.k, self.vocab, dtype=torch.float32)  # round,
+                         if ws.temperature > 0 else None)            # read (copied out) before the next post
         reply = super().start(bsz)
         self._post_cache()
         self.from_backup = reply.from_backup.tolist()                 # of the speculation being verified
@@ -220,13 +227,9 @@ class PushLink(ProcessLink):
         return self._cache
 
     def _post_cache(self) -> None:
-        ws, layout = self.args.ws, self._layout
-        self._cache = torch.empty(layout.shape(self._bsz), dtype=torch.long)
-        self._cache_q = None
         try:
             self._cache_work = self.pg.recv([self._cache], 1, TAG_CACHE)
-            if ws.temperature > 0:
-                self._cache_q = torch.empty(self._bsz, layout.n_max, ws.k, self.vocab, dtype=torch.float32)
+            if self._cache_q is not None:
                 self._cache_q_work = self.pg.recv([self._cache_q], 1, TAG_CACHE_Q)
         except RuntimeError as e:
             raise self._failure(e) from None
@@ -235,7 +238,7 @@ class PushLink(ProcessLink):
         """Send the outcome (for the draft's next build), keep it for the lookup; ``fresh`` rows miss."""
         if self._sending is not None:              # the previous outcome's send (long done by now)
             self._wait_posted(self._sending)
-        self._out = outcome_tensor(acc, bonus, done, stop, fresh)
+        outcome_tensor(acc, bonus, done, stop, fresh, out=self._out)
         self._acc, self._bonus, self._stop = acc, bonus, stop
         self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)
         try:
@@ -250,11 +253,11 @@ class PushLink(ProcessLink):
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
         seen = (t_wait, time.perf_counter() - self.args.t_start)      # the hand-off stamp: cache in hand
-        rows = self._cache.tolist()
+        rows = CacheRows(layout, self._cache)           # the branch head as lists, the rest read on demand
         if self.reply_timeout_s is not None:
             check_cache(rows, layout, self.vocab, self._live)
         hits, ranks, toks, js = layout.lookup(rows, self._acc.tolist(), self._bonus.tolist(), self.args.ws.n_rank)
-        times = {**layout.times(rows[-1]), "cache_seen": seen}
+        times = {**layout.times(rows), "cache_seen": seen}
         miss = [(not h or b in self._fresh) and not d for b, (h, d) in enumerate(zip(hits, self._done))]
         self._live = [not d for d in self._done]
         hit, rank = torch.tensor(hits), torch.tensor(ranks)

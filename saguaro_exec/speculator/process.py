@@ -98,6 +98,7 @@ def _serve_reply(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int,
     """One batch of the reply protocol: per round build, read the outcome, answer it."""
     while True:
         worker.build()                       # overlaps the verifier's verification
+        worker.index_cache()
         for work, _ in pending:              # gloo completes a send only once the peer
             work.wait()                      # progresses, so never block on it before building
         pg.recv([outcome], 0, TAG).wait()    # (posting this before the build delays the reply's
@@ -121,6 +122,7 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
     starts): the hand-off stamps (with the build's ``settle`` and ``pack``)."""
     layout, seen = worker.layout, {}
     now = lambda: time.perf_counter() - worker.t_start  # noqa: E731
+    q_buffers: list = [None, None]        # the q rows' messages, reused in turn as the cache's (worker.py)
     while True:
         worker.build()
         if fault is not None and fault.at == n_sent:      # misbehave as planned: pack the (garbled) cache afresh
@@ -130,11 +132,14 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
         n_sent += 1
         msgs = [(msg, TAG_CACHE)]
         if worker.cache.q is not None:
-            msgs.append((layout.q_rows(worker.cache.q), TAG_CACHE_Q))
+            q_buffers.reverse()
+            q_buffers[0] = layout.q_rows(worker.cache.q, out=q_buffers[0])
+            msgs.append((q_buffers[0], TAG_CACHE_Q))
         for work, _ in pending:
             work.wait()
         layout.stamp(msg, {**worker.times, **seen, "cache_sent": (worker.times["tree"][1], now())})
         pending = [(pg.send([m], 0, tag), m) for m, tag in msgs]
+        worker.index_cache()                              # the draft's own lookup table, while the verifier verifies
         t_wait = now()
         pg.recv([outcome], 0, TAG).wait()
         t_seen = now()

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -67,12 +68,17 @@ def max_branches(fanout: tuple[int, ...], fanout_miss: tuple[int, ...]) -> int:
 # ---- outcome and reply ----
 
 def outcome_tensor(acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool,
-                   fresh: tuple = ()) -> torch.Tensor:
+                   fresh: tuple = (), out: torch.Tensor | None = None) -> torch.Tensor:
     """Pack the verifier's per-sequence outcome key (k, t*) plus done/stop flags, done = 2 on the rows in
-    ``fresh`` (refilled now; one tensor build: this is on every round's critical path)."""
-    st = int(stop)
-    return torch.tensor([[a, t, 2 if b in fresh else int(d), st]
-                         for b, (a, t, d) in enumerate(zip(acc.tolist(), bonus.tolist(), done))], dtype=torch.long)
+    ``fresh`` (refilled now), into ``out`` (int64 [B, 4], reused round after round; None: a new one). A few
+    numpy writes: this is on every round's critical path (a tensor built from nested lists costs ~20 us)."""
+    msg = torch.empty(len(done), 4, dtype=torch.long) if out is None else out
+    a = msg.numpy()
+    a[:, 0] = acc.numpy() if isinstance(acc, torch.Tensor) else acc
+    a[:, 1] = bonus.numpy() if isinstance(bonus, torch.Tensor) else bonus
+    a[:, 2] = [2 if b in fresh else int(d) for b, d in enumerate(done)]
+    a[:, 3] = int(stop)
+    return msg
 
 
 def unpack_outcome(t: torch.Tensor) -> tuple[list[int], list[int], list[bool], bool, int]:
@@ -159,34 +165,41 @@ class CacheLayout:
     def shape(self, bsz: int) -> tuple[int, int]:
         return bsz + 1, max(self.rank.stop, 1 + 2 * len(CACHE_PHASES))
 
-    def pack(self, cache: SpecCache, times: dict | None = None) -> torch.Tensor:
-        """The message for a host-side ``SpecCache`` (without q), with the build's phase times."""
+    def pack(self, cache: SpecCache, times: dict | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The message for a host-side ``SpecCache`` (without q), with the build's phase times, written into
+        ``out`` (a preallocated message of ``shape``; None: a new one) through numpy views: a handful of
+        buffer copies, not a torch op per field, between the tree's end and the send."""
         f = cache.fork
         bsz, n = f.branch_k.shape
-        r = f.top.shape[-1]
-        out = torch.full(self.shape(bsz), -1, dtype=torch.long)
-        body = out[:bsz]
-        for where, what in ((self.branch_k, f.branch_k), (self.branch_t, f.branch_t), (self.valid, f.valid.long())):
-            body[:, where.start:where.start + n] = what
-        body[:, self.tokens.start:self.tokens.start + n * self.k] = cache.tokens.reshape(bsz, n * self.k)
-        body[:, self.top].view(bsz, self.k + 1, self.r_max)[..., :r] = f.top
-        body[:, self.rank].view(bsz, self.k + 1, self.r_max)[..., :r] = f.rank
-        out[bsz, 0] = n
-        return self.stamp(out, times or {})
+        r, k = f.top.shape[-1], self.k
+        msg = torch.empty(self.shape(bsz), dtype=torch.long) if out is None else out
+        a = msg.numpy()
+        a.fill(-1)
+        body = a[:bsz]
+        for where, what in ((self.branch_k, f.branch_k), (self.branch_t, f.branch_t), (self.valid, f.valid)):
+            body[:, where.start:where.start + n] = what.numpy()
+        body[:, self.tokens.start:self.tokens.start + n * k] = cache.tokens.numpy().reshape(bsz, n * k)
+        body[:, self.top].reshape(bsz, k + 1, self.r_max)[..., :r] = f.top.numpy()     # views: reshape of a
+        body[:, self.rank].reshape(bsz, k + 1, self.r_max)[..., :r] = f.rank.numpy()   # row slice splits its axis
+        a[bsz, 0] = n
+        return self.stamp(msg, times or {})
 
-    def stamp(self, t: torch.Tensor, times: dict) -> torch.Tensor:
-        """Write the phase times into the message's last row (in place); returns ``t``."""
-        last = t[-1]
-        last[1:] = -1
+    def stamp(self, t: torch.Tensor | np.ndarray, times: dict) -> torch.Tensor | np.ndarray:
+        """Write the phase times into the message's last row (in place, one numpy write); returns ``t``."""
+        vals = [-1] * (2 * len(CACHE_PHASES))
         for i, name in enumerate(CACHE_PHASES):
             if name in times:
                 s, e = times[name]
-                last[1 + 2 * i], last[2 + 2 * i] = round(s * 1e9), round(e * 1e9)
+                vals[2 * i], vals[2 * i + 1] = round(s * 1e9), round(e * 1e9)
+        last = (t.numpy() if isinstance(t, torch.Tensor) else t)[-1]
+        last[1:1 + len(vals)] = vals
+        last[1 + len(vals):] = -1
         return t
 
     @staticmethod
-    def times(last: list[int]) -> dict:
-        """Phase times from a message's last row (``tolist()``)."""
+    def times(last: list[int] | CacheRows) -> dict:
+        """Phase times from a message's last row (``tolist()``, or read from ``CacheRows``)."""
+        last = last.last if isinstance(last, CacheRows) else last
         return {name: (last[1 + 2 * i] / 1e9, last[2 + 2 * i] / 1e9) for i, name in enumerate(CACHE_PHASES)
                 if last[1 + 2 * i] >= 0}
 
@@ -202,29 +215,63 @@ class CacheLayout:
         tokens = body[:, self.tokens.start:self.tokens.start + n * self.k].reshape(bsz, n, self.k)
         return SpecCache(fork=fork, tokens=tokens, q=None if q is None else q[:, :n]), self.times(last)
 
-    def lookup(self, rows: list, acc: list[int], bonus: list[int], n_rank: int
-               ) -> tuple[list[bool], list[int], list[list[int]], list[int]]:
-        """The one outcome lookup, on a message's ``tolist()`` rows (the draft's answer and the push
-        verifier's own lookup both use it): per row, hit, bonus rank (-1: excluded, absent or beyond
-        top-n_rank), the K cached tokens (zeros on a miss) and the branch index (-1 on a miss). Plain
-        Python over list slices: microseconds per row, on the critical path between two verifications."""
-        n, k, r_max = rows[-1][0], self.k, self.r_max
+    def lookup(self, msg: torch.Tensor | np.ndarray | list | CacheRows, acc: list[int], bonus: list[int],
+               n_rank: int) -> tuple[list[bool], list[int], list[list[int]], list[int]]:
+        """The one outcome lookup on a message (the draft's answer and the push verifier's own lookup both
+        use it): per row, hit, bonus rank (-1: excluded, absent or beyond top-n_rank), the K cached tokens
+        (zeros on a miss) and the branch index (-1 on a miss). Plain Python over list slices of the rows'
+        branch head and the one ranked list each row needs: microseconds per row, on the critical path
+        between two verifications."""
+        rows = msg if isinstance(msg, CacheRows) else CacheRows(self, msg)
+        n, k, r_max = rows.n, self.k, self.r_max
         ko, to, vo, so = self.branch_k.start, self.branch_t.start, self.valid.start, self.tokens.start
         top0, rank0 = self.top.start, self.rank.start
         hits, ranks, toks, js = [], [], [], []
-        for row, a, t in zip(rows, acc, bonus):
-            j = next((i for i in range(n) if row[vo + i] == 1 and row[ko + i] == a and row[to + i] == t), -1)
-            top = row[top0 + a * r_max:top0 + (a + 1) * r_max]
-            r = row[rank0 + a * r_max + top.index(t)] if t in top else -1
+        for b, (row, a, t) in enumerate(zip(rows.head, acc, bonus)):
+            j, i = -1, to
+            while t in row[i:to + n]:                  # the branches with bonus t (list.index: in C)
+                i = row.index(t, i, to + n)
+                if row[ko + i - to] == a and row[vo + i - to] == 1:
+                    j = i - to
+                    break
+                i += 1
+            top = rows.span(b, top0 + a * r_max, top0 + (a + 1) * r_max)
+            r = rows.at(b, rank0 + a * r_max + top.index(t)) if t in top else -1
             hits.append(j >= 0)
             ranks.append(r if 0 <= r < n_rank else -1)
             toks.append(row[so + j * k:so + (j + 1) * k] if j >= 0 else [0] * k)
             js.append(j)
         return hits, ranks, toks, js
 
-    def q_rows(self, q: torch.Tensor) -> torch.Tensor:
-        """q [B, N, K, V] padded to n_max branches, float32 on the CPU (the TAG_CACHE_Q message)."""
+    def q_rows(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """q [B, N, K, V] padded to n_max branches, float32 on the CPU (the TAG_CACHE_Q message), written
+        into ``out`` when given (reused: padding rows beyond N are never read, so not cleared)."""
         bsz, n, k, v = q.shape
-        out = torch.zeros(bsz, self.n_max, k, v, dtype=torch.float32)
-        out[:, :n] = q.detach().to("cpu", torch.float32)
+        if out is None:
+            out = torch.zeros(bsz, self.n_max, k, v, dtype=torch.float32)
+        out[:, :n] = q.detach()
         return out
+
+
+class CacheRows:
+    """A cache message read for lookups and checks: per body row its branch head (keys, valid flags and the
+    used branches' tokens) as lists, made by one ``tolist()`` of just that region, the ranked lists read
+    on demand (``span``, ``at``), the last row's count and phase stamps. Lists of rows work too (tests)."""
+
+    def __init__(self, layout: CacheLayout, msg: torch.Tensor | np.ndarray | list) -> None:
+        a = msg.numpy() if isinstance(msg, torch.Tensor) else msg
+        self.array = a
+        if isinstance(a, np.ndarray):
+            self.n = int(a[-1, 0])
+            end = layout.tokens.start + max(0, min(self.n, layout.n_max)) * layout.k
+            self.head = a[:-1, :end].tolist()
+            self.last = a[-1, :1 + 2 * len(CACHE_PHASES)].tolist()
+        else:
+            self.n, self.head, self.last = a[-1][0], a[:-1], a[-1]
+
+    def span(self, b: int, start: int, stop: int) -> list[int]:
+        a = self.array
+        return a[b, start:stop].tolist() if isinstance(a, np.ndarray) else a[b][start:stop]
+
+    def at(self, b: int, i: int) -> int:
+        return int(self.array[b][i])

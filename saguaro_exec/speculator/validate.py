@@ -11,7 +11,7 @@ import math
 import torch
 
 from saguaro_exec.faults import DraftFault
-from saguaro_exec.speculator.protocol import CacheLayout
+from saguaro_exec.speculator.protocol import CacheLayout, CacheRows
 
 
 def _bad(detail: str) -> DraftFault:
@@ -53,17 +53,18 @@ def check_reply_q(q: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> 
         raise _bad("a speculated token has zero probability under the draft distribution it came from")
 
 
-def check_cache(rows: list, layout: CacheLayout, vocab: int, live: list[bool]) -> None:
-    """A pushed speculation cache (``layout.pack(...).tolist()``) of the ``live`` rows: valid flags 0/1,
-    every branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab) (unused branches hold
-    real values too); DraftFault otherwise. Builtins over list slices: microseconds."""
-    n = rows[-1][0]
+def check_cache(msg, layout: CacheLayout, vocab: int, live: list[bool]) -> None:
+    """A pushed speculation cache (the message, its ``tolist()`` or its ``CacheRows``) of the ``live`` rows:
+    valid flags 0/1, every branch's k in [0, K] and its tokens (bonus + K drafted) in [0, vocab) (unused
+    branches hold real values too); DraftFault otherwise. Builtins over list slices: microseconds."""
+    rows = msg if isinstance(msg, CacheRows) else CacheRows(layout, msg)
+    n = rows.n
     if not 0 <= n <= layout.n_max:
         raise _bad(f"cache holds {n} branches, allowed 0..{layout.n_max}")
     if n == 0:
         return
     ko, to, vo, so = layout.branch_k.start, layout.branch_t.start, layout.valid.start, layout.tokens.start
-    for row, ok in zip(rows[:-1], live):
+    for row, ok in zip(rows.head, live):
         if not ok:
             continue
         if not set(row[vo:vo + n]) <= {0, 1}:

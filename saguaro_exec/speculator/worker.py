@@ -18,7 +18,7 @@ from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device
 from saguaro_exec.speculator.cache import SpecCache, build_tree, fork, tree_slots
 from saguaro_exec.speculator.fast_backup import ngram_propose, one_hot_q
-from saguaro_exec.speculator.protocol import CacheLayout, Reply, max_branches
+from saguaro_exec.speculator.protocol import CacheLayout, CacheRows, Reply, max_branches
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,11 @@ class DraftWorker:
         self.miss = torch.tensor(ws.fanout_miss, dtype=torch.long).repeat(bsz, 1)  # ops read it every round
         self.layout = CacheLayout.of(ws, self.drafter.vocab)
         self.cache: SpecCache | None = None
-        self.message: torch.Tensor | None = None   # the built cache as a push message (times not stamped)
-        self._rows: list | None = None             # its ``tolist()``: the table ``take`` looks up
+        self.message: torch.Tensor | None = None   # the built cache as a push message (times not stamped),
+        # packed into one of two preallocated buffers in turn: a message stays intact while its (gloo) send
+        # is in flight, which the serve loop waits for before the next send, so two are enough
+        self._buffers = [torch.empty(self.layout.shape(bsz), dtype=torch.long) for _ in range(2)]
+        self._table: CacheRows | None = None       # the message's lookup table (``index_cache``)
         self.sent: list[list[int]] | None = None   # the outstanding speculation's tokens (host rows)
         self._from_backup = [True] * bsz           # ... and which rows of it came from the backup
         self.times: dict = {}
@@ -107,10 +110,17 @@ class DraftWorker:
         cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
         tp = self._now()
         self.cache = cache.host()
-        self.message = self.layout.pack(self.cache)
-        self._rows = self.message.tolist()          # off the reply's critical path: the verifier verifies
+        self._buffers.reverse()
+        self.message = self.layout.pack(self.cache, out=self._buffers[0])
+        self._table = None
         t3 = self._now()
         self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3), "settle": (t0, ts), "pack": (tp, t3)}
+
+    def index_cache(self) -> None:
+        """Read the built cache's message into the table ``take`` looks up (call it once the message is
+        sent, while the outcome is awaited: off both critical paths; ``take`` makes it otherwise)."""
+        if self._table is None:
+            self._table = CacheRows(self.layout, self.message)
 
     def answer(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int], done: list[bool]) -> Reply:
         """Look the outcome up in the cache; rows that miss get the backup's speculation."""
@@ -124,7 +134,8 @@ class DraftWorker:
         t0 = self._now()
         acc = acc.tolist() if isinstance(acc, torch.Tensor) else acc
         bonus = bonus.tolist() if isinstance(bonus, torch.Tensor) else bonus
-        hits, ranks, toks, js = self.layout.lookup(self._rows, acc, bonus, self.ws.n_rank)
+        self.index_cache()
+        hits, ranks, toks, js = self.layout.lookup(self._table, acc, bonus, self.ws.n_rank)
         self._pending = (acc, bonus, self.sent, done)     # applied by the next build, or now on a miss
         live_miss = [not h and not d for h, d in zip(hits, done)]
         rows_in = refill_rows(done, self.admitted - self.next)
