@@ -41,6 +41,11 @@ from saguaro_exec.io.tokenizer import load_tokenizer  # noqa: E402
 from saguaro_exec.model import load_model  # noqa: E402
 from saguaro_exec.sampling import make_generator  # noqa: E402
 from saguaro_exec.speculator.protocol import outcome_tensor, unpack_outcome  # noqa: E402
+
+try:                                        # the reused outcome message (newer checkouts)
+    from saguaro_exec.speculator.protocol import OutcomeMessage
+except ImportError:
+    OutcomeMessage = None
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec  # noqa: E402
 
 ASSETS = ROOT / "saguaro_exec" / "assets" / "tiny"
@@ -79,6 +84,8 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
             t0 = time.perf_counter_ns()
             worker.build()
             t1 = time.perf_counter_ns()
+            if hasattr(worker, "index_cache"):                # as the serve loop: while the outcome is awaited
+                worker.index_cache()
             if r > 0:
                 out["to_forward"].append(first_forward[0] - t0)
                 out["build"].append(t1 - t0)
@@ -91,7 +98,11 @@ def measure(args: argparse.Namespace) -> dict[str, list[int]]:
             stop = ver.state.all_done()
             done = list(ver.state.done)
             fresh = ver.state.refill(0.0, movable=False)[1]
-            msg = outcome_tensor(acc, bonus, done, stop, *((tuple(fresh),) if marks_fresh else ()))
+            if OutcomeMessage is not None:                    # the message a link reuses, read back as
+                msg = OutcomeMessage(len(done))               # the draft process reads it
+                msg.write(acc.tolist(), bonus.tolist(), done, stop, tuple(fresh))
+            else:
+                msg = outcome_tensor(acc, bonus, done, stop, *((tuple(fresh),) if marks_fresh else ()))
             seen = time.perf_counter_ns()                     # the outcome message in hand
             got = unpack_outcome(msg)
             acc, bonus, done, stop = got[:4]

@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from array import array
 from datetime import timedelta
 
 import torch
 
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.spawn import ChildFailed, SupervisedContext, Supervisor
+from saguaro_exec.speculator.cache_message import CacheLayout, CacheRows
 from saguaro_exec.speculator.process import DraftArgs
 from saguaro_exec.speculator.protocol import (
     TAG,
     TAG_CACHE,
     TAG_CACHE_Q,
     TAG_Q,
-    CacheLayout,
-    CacheRows,
+    OutcomeMessage,
     Reply,
     connect,
-    outcome_tensor,
     reply_width,
     unpack_reply,
+    words,
 )
 from saguaro_exec.speculator.shm_group import ShmGroup
 from saguaro_exec.speculator.transport import open_channel
@@ -120,8 +121,8 @@ class ProcessLink(SupervisedContext):
             raise self._startup_fault
         self._bsz = bsz
         self._live = [True] * bsz
-        self._out = torch.empty(bsz, 4, dtype=torch.long)   # the outcome message, rewritten in place once
-        # the last one's send is done (recv waits for it; PushLink.send does before writing)
+        self._out = OutcomeMessage(bsz)      # rewritten in place once the last one's send is done (recv
+        # waits for it; PushLink.send does before writing)
         self._arm()
         self._post_recv()
         return self._recv_reply()
@@ -168,10 +169,10 @@ class ProcessLink(SupervisedContext):
 
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
         """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows."""
-        outcome_tensor(acc, bonus, done, stop, fresh, out=self._out)
+        self._out.write(acc.tolist(), bonus.tolist(), done, stop, fresh)
         self._live = [not d or b in fresh for b, d in enumerate(done)]
         try:
-            self._sending = self.pg.send([self._out], 1, TAG)           # completes once the draft reads it
+            self._sending = self.pg.send([self._out.tensor], 1, TAG)           # completes once the draft reads it
         except RuntimeError as e:
             raise self._failure(e) from None
         self._post_recv()                    # the draft answers a stop too (hit flags of the last round)
@@ -210,6 +211,10 @@ class PushLink(ProcessLink):
         ws = self.args.ws
         self._layout = CacheLayout.of(ws, self.vocab)                 # every cache message of the run
         self._cache = torch.empty(self._layout.shape(bsz), dtype=torch.long)   # received into round after
+        self._cache_words = words(self._cache)
+        self._tokens = [(t, words(t)) for t in (torch.zeros(bsz, ws.k, dtype=torch.long) for _ in range(2))]
+        # a hit's speculation is written into one of these in turn (a tensor from nested lists costs tens
+        # of microseconds here): the other still holds the one being verified
         self._cache_q = (torch.empty(bsz, self._layout.n_max, ws.k, self.vocab, dtype=torch.float32)  # round,
                          if ws.temperature > 0 else None)            # read (copied out) before the next post
         reply = super().start(bsz)
@@ -238,11 +243,11 @@ class PushLink(ProcessLink):
         """Send the outcome (for the draft's next build), keep it for the lookup; ``fresh`` rows miss."""
         if self._sending is not None:              # the previous outcome's send (long done by now)
             self._wait_posted(self._sending)
-        outcome_tensor(acc, bonus, done, stop, fresh, out=self._out)
-        self._acc, self._bonus, self._stop = acc, bonus, stop
+        self._acc, self._bonus, self._stop = acc.tolist(), bonus.tolist(), stop   # lists: the lookup's keys
+        self._out.write(self._acc, self._bonus, done, stop, fresh)
         self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)
         try:
-            self._sending = self.pg.send([self._out], 1, TAG)
+            self._sending = self.pg.send([self._out.tensor], 1, TAG)
         except RuntimeError as e:
             raise self._failure(e) from None
 
@@ -253,24 +258,27 @@ class PushLink(ProcessLink):
         if self._cache_q is not None:
             self._wait_posted(self._cache_q_work)
         seen = (t_wait, time.perf_counter() - self.args.t_start)      # the hand-off stamp: cache in hand
-        rows = CacheRows(layout, self._cache)           # the branch head as lists, the rest read on demand
+        rows = CacheRows(layout, self._cache_words)    # the branch head as lists, the rest read on demand
         if self.reply_timeout_s is not None:
             check_cache(rows, layout, self.vocab, self._live)
-        hits, ranks, toks, js = layout.lookup(rows, self._acc.tolist(), self._bonus.tolist(), self.args.ws.n_rank)
+        hits, ranks, toks, js = layout.lookup(rows, self._acc, self._bonus, self.args.ws.n_rank)
         times = {**layout.times(rows), "cache_seen": seen}
         miss = [(not h or b in self._fresh) and not d for b, (h, d) in enumerate(zip(hits, self._done))]
         self._live = [not d for d in self._done]
-        hit, rank = torch.tensor(hits), torch.tensor(ranks)
         if any(miss):
             self._post_recv()
             reply = self._recv_reply()
-            reply.hit, reply.rank = hit, rank         # the verifier's own lookup (the draft made the same)
+            reply.hit, reply.rank = hits, ranks       # the verifier's own lookup (the draft made the same)
             reply.times = {**times, **{n: v for n, v in reply.times.items() if n in ("reply", "backup")}}
-        else:
+            self.from_backup = reply.from_backup.tolist()
+        else:                                          # a hit: one tensor (the tokens), flags as lists
             q = None if self._cache_q is None else self._cache_q[torch.arange(len(js)), torch.tensor(js)]
-            reply = Reply(hit, rank, torch.zeros(len(miss), dtype=torch.bool), torch.tensor(toks), q, times)
+            self.from_backup = [False] * len(miss)
+            self._tokens.reverse()
+            tokens, w = self._tokens[0]
+            w[:] = array("q", [t for row in toks for t in row])
+            reply = Reply(hits, ranks, self.from_backup, tokens, q, times)
         if not self._stop:
             self._post_cache()
-        self.from_backup = reply.from_backup.tolist()
         return reply
 

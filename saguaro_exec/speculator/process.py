@@ -22,8 +22,8 @@ from saguaro_exec.speculator.protocol import (
     TAG_CACHE,
     TAG_CACHE_Q,
     TAG_Q,
+    OutcomeMessage,
     reply_tensor,
-    unpack_outcome,
 )
 from saguaro_exec.speculator.transport import draft_group
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
@@ -89,21 +89,21 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
         if args.first_rows is not None:
             worker.admitted = args.first_rows
         pending = _send(pg, apply_fault(fault, n_sent, worker.start(), vocab))
-        outcome = torch.zeros(worker.drafter.width, 4, dtype=torch.long)
+        outcome = OutcomeMessage(worker.drafter.width)
         n_sent = serve_batch(pg, worker, fault, n_sent + 1, vocab, pending, outcome)
 
 
 def _serve_reply(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, vocab: int, pending: list,
-                 outcome: torch.Tensor) -> int:
+                 outcome: OutcomeMessage) -> int:
     """One batch of the reply protocol: per round build, read the outcome, answer it."""
     while True:
         worker.build()                       # overlaps the verifier's verification
         worker.index_cache()
         for work, _ in pending:              # gloo completes a send only once the peer
             work.wait()                      # progresses, so never block on it before building
-        pg.recv([outcome], 0, TAG).wait()    # (posting this before the build delays the reply's
+        pg.recv([outcome.tensor], 0, TAG).wait()    # (posting this before the build delays the reply's
                                              # delivery until the build ends: measured)
-        acc, bonus, done, stop, n_fresh = unpack_outcome(outcome)
+        acc, bonus, done, stop, n_fresh = outcome.read()
         worker.admitted = worker.next + n_fresh
         pending = _send(pg, apply_fault(fault, n_sent, worker.answer(acc, bonus, done), vocab))
         n_sent += 1
@@ -114,7 +114,7 @@ def _serve_reply(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int,
 
 
 def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, vocab: int, pending: list,
-                outcome: torch.Tensor) -> int:
+                outcome: OutcomeMessage) -> int:
     """One batch of the push protocol: per round build, send the cache, read the outcome, and send a
     speculation only for rows that missed (the verifier looks hits up in the cache it already holds).
     Each cache message also carries when the outcome it was built from was seen (``outcome_seen``:
@@ -137,13 +137,14 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
             msgs.append((q_buffers[0], TAG_CACHE_Q))
         for work, _ in pending:
             work.wait()
-        layout.stamp(msg, {**worker.times, **seen, "cache_sent": (worker.times["tree"][1], now())})
+        layout.stamp(msg, {**worker.times, **seen, "cache_sent": (worker.times["tree"][1], now())},
+                     worker.words if msg is worker.message else None)
         pending = [(pg.send([m], 0, tag), m) for m, tag in msgs]
         worker.index_cache()                              # the draft's own lookup table, while the verifier verifies
         t_wait = now()
-        pg.recv([outcome], 0, TAG).wait()
+        pg.recv([outcome.tensor], 0, TAG).wait()
         t_seen = now()
-        acc, bonus, done, stop, n_fresh = unpack_outcome(outcome)
+        acc, bonus, done, stop, n_fresh = outcome.read()
         worker.admitted = worker.next + n_fresh
         if worker.take(acc, bonus, done):                 # a live row missed: its backup speculation
             pending += _send(pg, apply_fault(fault, n_sent, worker.reply(), vocab))

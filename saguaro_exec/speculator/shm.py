@@ -87,6 +87,9 @@ def _raw(t: torch.Tensor) -> memoryview:
         return memoryview(t.view(torch.uint8).numpy()).cast("B")
 
 
+VIEWS, VIEW_BYTES = 8, 1 << 20     # memoryviews kept of reused message tensors (each at most this size)
+
+
 def _stride(slot_bytes: int) -> int:
     return LINE + -(-slot_bytes // LINE) * LINE       # slot header line + payload rounded up
 
@@ -109,6 +112,7 @@ class ShmChannel:
         self._base = (HEADER, HEADER + slots * _stride(slot_bytes[0]))
         self._sent = self._words[(2 + 2 * self._out_dir) * _W]
         self._read = self._words[(3 + 2 * self._in_dir) * _W]
+        self._views: dict[int, tuple[torch.Tensor, memoryview]] = {}
 
     @classmethod
     def create(cls, slot_bytes: tuple[int, int], slots: int = 4, alive: Callable[[], bool] | None = None,
@@ -150,6 +154,19 @@ class ShmChannel:
             os.close(self.fd)
             self.fd = None
 
+    def _view(self, t: torch.Tensor) -> memoryview:
+        """``_raw(t)``, kept for the few small tensors a link reuses round after round (its outcome, its
+        cache buffers): the view is then made once, not on every hand-off."""
+        got = self._views.get(id(t))
+        if got is not None and got[0] is t:
+            return got[1]
+        view = _raw(t)
+        if view.nbytes <= VIEW_BYTES and t.is_contiguous() and not t.requires_grad:   # a view of t itself
+            if len(self._views) >= VIEWS:
+                self._views.clear()
+            self._views[id(t)] = (t, view)
+        return view
+
     # ---- counters: each word is read or written as one aligned 8-byte access
     def _ctr(self, line: int) -> int:
         return self._words[line * _W]
@@ -187,7 +204,7 @@ class ShmChannel:
     def send(self, t: torch.Tensor, tag: int, timeout_s: float = 60.0) -> None:
         """Copy a CPU tensor into the next slot (waiting for one to be free) and publish it."""
         d, seq = self._out_dir, self._sent
-        data = _raw(t)
+        data = self._view(t)
         n = data.nbytes
         if n > self.slot_bytes[d]:
             raise BadMessage(f"message of {n} bytes exceeds the channel's {self.slot_bytes[d]}-byte slots")
@@ -216,7 +233,7 @@ class ShmChannel:
                              f"got tag {got_tag} with {n}")
         if not out.is_contiguous():
             raise ValueError("recv_into needs a contiguous tensor")
-        _raw(out)[:] = self._buf[at + LINE:at + LINE + n]
+        self._view(out)[:] = self._buf[at + LINE:at + LINE + n]
         self.take()
         return out
 
@@ -235,6 +252,7 @@ class ShmChannel:
         if self._buf is None:
             return
         self._words[_W + (0 if self.owner else 1)] = 1
+        self._views.clear()
         self._words.release()
         self._buf.release()
         self._buf = None

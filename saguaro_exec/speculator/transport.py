@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import torch.distributed as dist
 
-from saguaro_exec.speculator.protocol import CacheLayout, connect, reply_width
+from saguaro_exec.speculator.cache_message import CacheLayout
+from saguaro_exec.speculator.protocol import connect, reply_width
 from saguaro_exec.speculator.shm import ShmChannel, supported
 from saguaro_exec.speculator.shm_group import ShmGroup
 

@@ -11,7 +11,7 @@ import math
 import torch
 
 from saguaro_exec.faults import DraftFault
-from saguaro_exec.speculator.protocol import CacheLayout, CacheRows
+from saguaro_exec.speculator.cache_message import CacheLayout, CacheRows
 
 
 def _bad(detail: str) -> DraftFault:
@@ -67,7 +67,8 @@ def check_cache(msg, layout: CacheLayout, vocab: int, live: list[bool]) -> None:
     for row, ok in zip(rows.head, live):
         if not ok:
             continue
-        if not set(row[vo:vo + n]) <= {0, 1}:
+        flags = row[vo:vo + n]
+        if min(flags) < 0 or max(flags) > 1:
             raise _bad("cache valid flags must be 0 or 1")
         ks = row[ko:ko + n]
         if min(ks) < 0 or max(ks) > layout.k:

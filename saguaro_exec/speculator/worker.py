@@ -17,8 +17,9 @@ from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device
 from saguaro_exec.speculator.cache import SpecCache, build_tree, fork, tree_slots
+from saguaro_exec.speculator.cache_message import CacheLayout, CacheRows
 from saguaro_exec.speculator.fast_backup import ngram_propose, one_hot_q
-from saguaro_exec.speculator.protocol import CacheLayout, CacheRows, Reply, max_branches
+from saguaro_exec.speculator.protocol import Reply, max_branches, words
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ class DraftWorker:
         self.message: torch.Tensor | None = None   # the built cache as a push message (times not stamped),
         # packed into one of two preallocated buffers in turn: a message stays intact while its (gloo) send
         # is in flight, which the serve loop waits for before the next send, so two are enough
-        self._buffers = [torch.empty(self.layout.shape(bsz), dtype=torch.long) for _ in range(2)]
+        self._buffers = [(t, words(t)) for t in (torch.empty(self.layout.shape(bsz), dtype=torch.long)
+                                                 for _ in range(2))]
+        self.words: memoryview | None = None       # the message's words (stamp, CacheRows)
         self._table: CacheRows | None = None       # the message's lookup table (``index_cache``)
         self.sent: list[list[int]] | None = None   # the outstanding speculation's tokens (host rows)
         self._from_backup = [True] * bsz           # ... and which rows of it came from the backup
@@ -111,7 +114,8 @@ class DraftWorker:
         tp = self._now()
         self.cache = cache.host()
         self._buffers.reverse()
-        self.message = self.layout.pack(self.cache, out=self._buffers[0])
+        self.message, self.words = self._buffers[0]
+        self.layout.pack(self.cache, out=self.message, w=self.words)
         self._table = None
         t3 = self._now()
         self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3), "settle": (t0, ts), "pack": (tp, t3)}
@@ -120,7 +124,7 @@ class DraftWorker:
         """Read the built cache's message into the table ``take`` looks up (call it once the message is
         sent, while the outcome is awaited: off both critical paths; ``take`` makes it otherwise)."""
         if self._table is None:
-            self._table = CacheRows(self.layout, self.message)
+            self._table = CacheRows(self.layout, self.words)
 
     def answer(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int], done: list[bool]) -> Reply:
         """Look the outcome up in the cache; rows that miss get the backup's speculation."""

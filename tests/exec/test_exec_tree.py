@@ -5,7 +5,7 @@ hits agree with each other."""
 import torch
 
 from saguaro_exec.speculator.cache import SpecCache, fork
-from saguaro_exec.speculator.protocol import CacheLayout
+from saguaro_exec.speculator.cache_message import CacheLayout
 
 
 def _fork(seed: int = 0):

@@ -13,7 +13,7 @@ from exec_helpers import tiny_models
 
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.sampling import make_generator
-from saguaro_exec.speculator.protocol import CacheLayout
+from saguaro_exec.speculator.cache_message import CacheLayout
 from saguaro_exec.speculator.validate import check_cache
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
 
