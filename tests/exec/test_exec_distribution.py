@@ -82,12 +82,13 @@ def test_sd_engine_matches_target_and_ignoring_c_is_rejected(monkeypatch):
     assert chi2_pvalue(bad, EXACT[3]) < 1e-3
 
 
-@pytest.mark.parametrize("protocol", ["reply", "push"])
-def test_ssd_engine_in_draft_process_matches_target(protocol):
+@pytest.mark.parametrize("protocol,backup", [("reply", "neural"), ("push", "neural"), ("push", "fast")])
+def test_ssd_engine_in_draft_process_matches_target(protocol, backup):
     """The real SSD engine, draft in its own process, N = 3000 rows in one batch, K = 2; both message
-    protocols (push: the verifier looks hits up in the cache the draft sent it)."""
+    protocols (push: the verifier looks hits up in the cache the draft sent it), and the fast backup at
+    T > 0 (its n-gram or random proposals verified against q = one-hot: exact for every draw)."""
     samples, rep = _engine("ssd", 3000, protocol=protocol, k=2, fanout=(2, 1, 1), fanout_miss=(1, 1, 1),
-                           sampler_c=0.3)
+                           sampler_c=0.3, backup=backup)
     assert rep.measurements.meta["ssd_protocol"] == protocol
     assert not rep.measurements.meta["faults"]   # SSD ran: no draft fault handed the batch to the SD fallback
     assert chi2_pvalue(samples, EXACT[3]) > 1e-3
