@@ -24,7 +24,7 @@ for s in "${steps[@]}"; do
                  --modes ar,sd@3,sd@4,sd@5,ssd --k 7 --fanout 5,3,7,3,2,2,2,8 --backup fast \
                  --out "$OUT/bench_exec_deep_optimizer.json" > "$OUT/bench_exec_deep_optimizer.txt" 2>&1 ;;
     exec_deep_fast07) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
-                 --modes sd@3,sd@4,ssd,ssd@4 --backup fast \
+                 --modes ar,sd@3,sd@4,ssd,ssd@4 --backup fast \
                  --out "$OUT/bench_exec_deep_fast07.json" > "$OUT/bench_exec_deep_fast07.txt" 2>&1 ;;
     exec_deep4) $PY bench/bench_exec.py --target $DEEP --batches 4 --temps 0 --repeats 5 \
                  --modes ar,sd@3,sd@4,ssd --out "$OUT/bench_exec_deep4.json" > "$OUT/bench_exec_deep4.txt" 2>&1 ;;

@@ -1,10 +1,12 @@
 """Unit tests of saguaro_exec.sampling: sigma_{F,C}, greedy and stochastic verification, n-gram backup."""
 
+import random
+
 import torch
 from exec_helpers import chi2_pvalue
 
 from saguaro_exec.sampling import make_generator, saguaro_probs, target_probs, verify
-from saguaro_exec.speculator.fast_backup import ngram_propose
+from saguaro_exec.speculator.fast_backup import _follow, ngram_propose
 
 
 def test_saguaro_probs_scales_top_f_mass():
@@ -55,3 +57,21 @@ def test_ngram_backup_copies_context_then_random():
     assert ngram_propose(ctx, 3, 10, make_generator(0)) == [7, 8, 1]
     out = ngram_propose([1, 2, 3], 4, 10, make_generator(0))          # no repeat: random fall-back
     assert len(out) == 4 and all(0 <= t < 10 for t in out)
+
+
+def _follow_brute(seq: list[int], max_n: int) -> int | None:
+    """The fast backup's rule by its definition: the longest suffix n-gram (n <= max_n) with an earlier
+    occurrence, and the token after its latest one."""
+    for n in range(min(max_n, len(seq) - 1), 0, -1):
+        ends = [s for s in range(len(seq) - n - 1, -1, -1) if seq[s:s + n] == seq[-n:]]
+        if ends:
+            return seq[ends[0] + n]
+    return None
+
+
+def test_ngram_follow_equals_its_definition():
+    rng = random.Random(0)
+    for _ in range(3000):
+        seq = [rng.randrange(rng.choice([2, 3, 5, 20])) for _ in range(rng.randint(0, 40))]
+        max_n = rng.choice([1, 2, 4, 6])
+        assert _follow(seq, max_n) == _follow_brute(seq, max_n), (seq, max_n)
