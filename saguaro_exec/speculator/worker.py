@@ -7,6 +7,7 @@ cache hit -> the cached speculation at once; miss -> the backup (neural jit or f
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
 
 import torch
@@ -63,6 +64,8 @@ class DraftWorker:
                                                  for _ in range(2))]
         self.words: memoryview | None = None       # the message's words (stamp, CacheRows)
         self._table: CacheRows | None = None       # the message's lookup table (``index_cache``)
+        self._sent_t = torch.zeros(bsz, ws.k, dtype=torch.long)   # the sent tokens for fork, rewritten each
+        self._sent_w = words(self._sent_t)                        # build (fork reads it there and then)
         self.sent: list[list[int]] | None = None   # the outstanding speculation's tokens (host rows)
         self._from_backup = [True] * bsz           # ... and which rows of it came from the backup
         self.times: dict = {}
@@ -107,8 +110,8 @@ class DraftWorker:
         ts = self._now()
         d_logits = d.glue(self.sent)
         t1 = self._now()
-        sent = torch.tensor(self.sent, dtype=torch.long).view(len(self.sent), ws.k)
-        f = fork(d_logits, sent, self._fan(), ws.n_rank)
+        self._sent_w[:] = array("q", [t for row in self.sent for t in row])   # not a tensor from nested lists
+        f = fork(d_logits, self._sent_t, self._fan(), ws.n_rank)
         t2 = self._now()
         cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
         tp = self._now()
