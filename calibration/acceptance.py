@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq
 
 from calibration.errors import ConfigError, check_number
 from calibration.interp import c_multiplier, check_c_effect, pick_temperature, temp_keys
@@ -58,6 +57,7 @@ class AcceptanceModel:
             raise ConfigError("acceptance_length", f"expected a number, got {acceptance_length!r}", rng)
         if not 1.0 < acceptance_length < k + 1:  # also rejects NaN
             raise ConfigError("acceptance_length", f"{acceptance_length!r} is out of range", rng)
+        from scipy.optimize import brentq  # here, not at the top: executor children import calibration
         alpha = brentq(lambda a: sum(a ** i for i in range(k + 1)) - acceptance_length, 0.0, 1.0, xtol=1e-14)
         return cls({float(temperature): (float(alpha),)}, c_effect or {})
 
