@@ -18,11 +18,15 @@ class AcceptanceModel:
     by_k (optional, fitted): {T: {K: rates}} measured at several lookaheads K; a config at K reads the table
     of the nearest K measured at that temperature (ties: the larger), since rates depend on K: long rounds
     consume easy text fast, so more of them start in hard text (greedy decoding of a small pair).
+    row_scale (optional, fitted): {T: (m_1, m_2, ...)} multipliers on the rates, one per calibration row
+    (request): prompts differ (a tiny pair's greedy text loops on some), so the simulator gives each request
+    one drawn from the nearest temperature's pool; empty = every row alike (the closed forms' assumption).
     """
 
     by_temperature: dict = field(default_factory=lambda: {0.0: (0.8,)})
     c_effect: dict = field(default_factory=dict)
     by_k: dict = field(default_factory=dict)
+    row_scale: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         table = temp_keys(self.by_temperature, "acceptance.by_temperature")
@@ -38,6 +42,7 @@ class AcceptanceModel:
         object.__setattr__(self, "by_temperature", clean)
         object.__setattr__(self, "c_effect", check_c_effect(self.c_effect, "acceptance.c_effect", hi=1.0))
         object.__setattr__(self, "by_k", _check_by_k(self.by_k))
+        object.__setattr__(self, "row_scale", _check_row_scale(self.row_scale))
 
     @classmethod
     def geometric(cls, alpha: float, c_effect: dict | None = None) -> AcceptanceModel:
@@ -72,28 +77,36 @@ class AcceptanceModel:
         rates = [float(tail[i] / tail[i - 1]) if tail[i - 1] > 0 else 0.0 for i in range(1, len(c))]
         return cls({float(temperature): tuple(rates)})
 
-    def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
-        """Conditional acceptance for positions 1..k."""
+    def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0, scale: float = 1.0) -> np.ndarray:
+        """Conditional acceptance for positions 1..k (scale: one row's multiplier, see row_scale)."""
         table = {t: self._at_k(t, r, k) for t, r in self.by_temperature.items()}
         lo, hi, w = pick_temperature(table, temperature)
         a = (1 - w) * _expand(lo, k) + w * _expand(hi, k)
-        return np.clip(a * c_multiplier(self.c_effect, sampler_c), 0.0, 1.0)
+        return np.clip(a * c_multiplier(self.c_effect, sampler_c) * scale, 0.0, 1.0)
 
-    def length_pmf(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
+    def length_pmf(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0, scale: float = 1.0
+                   ) -> np.ndarray:
         """P(exactly j draft tokens accepted), j = 0..k."""
-        a = self.rates(k, temperature, sampler_c)
+        a = self.rates(k, temperature, sampler_c, scale)
         surv = np.concatenate([[1.0], np.cumprod(a)])  # P(len >= j)
         pmf = surv.copy()
         pmf[:-1] -= surv[1:]
         return pmf
 
-    def expected_tokens(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> float:
+    def expected_tokens(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0, scale: float = 1.0
+                        ) -> float:
         """E[tokens per round] = E[accepted] + 1 (the bonus token)."""
-        return float(np.dot(np.arange(k + 1) + 1, self.length_pmf(k, temperature, sampler_c)))
+        return float(np.dot(np.arange(k + 1) + 1, self.length_pmf(k, temperature, sampler_c, scale)))
 
     def mean_alpha(self, k: int = 4, temperature: float = 0.0, sampler_c: float = 1.0) -> float:
         """Geometric-equivalent per-token acceptance (mean of the first k rates)."""
         return float(np.mean(self.rates(k, temperature, sampler_c)))
+
+    def row_scales(self, temperature: float) -> tuple[float, ...]:
+        """The fitted per-row multipliers at the nearest fitted temperature; () when rows are alike."""
+        if not self.row_scale:
+            return ()
+        return self.row_scale[min(self.row_scale, key=lambda t: (abs(t - temperature), t))]
 
     def _at_k(self, t: float, default: tuple[float, ...], k: int) -> tuple[float, ...]:
         """The rates at temperature t for lookahead k: by_k's nearest measured K (ties: larger), else default."""
@@ -107,13 +120,29 @@ class AcceptanceModel:
              "c_effect": {str(c): m for c, m in self.c_effect.items()}}
         if self.by_k:       # written only when fitted (older profiles have none)
             d["by_k"] = {str(t): {str(k): list(r) for k, r in ks.items()} for t, ks in self.by_k.items()}
+        if self.row_scale:  # likewise
+            d["row_scale"] = {str(t): list(m) for t, m in self.row_scale.items()}
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> AcceptanceModel:
         if not isinstance(d, dict) or "by_temperature" not in d:
             raise ConfigError("acceptance", "must be an object with 'by_temperature'", "{by_temperature, c_effect}")
-        return cls(d["by_temperature"], d.get("c_effect", {}), d.get("by_k", {}))
+        return cls(d["by_temperature"], d.get("c_effect", {}), d.get("by_k", {}), d.get("row_scale", {}))
+
+
+def _check_row_scale(row_scale: object) -> dict[float, tuple[float, ...]]:
+    """Validate {T: [multipliers]} (each in [0, 100]); {} when empty."""
+    if not row_scale:
+        return {}
+    out = {}
+    for t, ms in temp_keys(row_scale, "acceptance.row_scale").items():
+        if not isinstance(ms, list | tuple) or not ms:
+            raise ConfigError(f"acceptance.row_scale[{t}]", "must be a non-empty list of multipliers",
+                              "numbers in [0, 100]")
+        out[t] = tuple(float(check_number(f"acceptance.row_scale[{t}][{i}]", m, 0.0, 100.0))
+                       for i, m in enumerate(ms))
+    return out
 
 
 def _check_by_k(by_k: object) -> dict[float, dict[int, tuple[float, ...]]]:

@@ -6,6 +6,7 @@ import datetime as _dt
 import os
 import platform
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from calibration.fit_executor import (
 )
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import fit_latency
+from calibration.fit_rows import fit_row_scales
 from calibration.measurements import Measurements
 from calibration.profile import Profile, placement_of
 
@@ -197,6 +199,8 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     spec_runs = prefer_mode([r for r in runs if r.mode != "ar"], mode)
     if spec_runs:
         acceptance, prov["acceptance_fit"] = fit_acceptance(spec_runs)
+        scales, prov["row_scale_fit"] = fit_row_scales(spec_runs, acceptance)
+        acceptance = replace(acceptance, row_scale=scales)
         hits, prov["hits_fit"] = fit_hits(spec_runs)
         prov["c_tradeoff"] = _tradeoff(prov["acceptance_fit"], prov["hits_fit"])
     elif base is not None:

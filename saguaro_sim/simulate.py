@@ -18,7 +18,7 @@ import simpy
 
 from calibration.errors import ConfigError, check_choice
 from calibration.profile import Profile
-from saguaro_sim.analytic import accept_pmfs, hit_table
+from saguaro_sim.analytic import accept_pmfs, fast_backup_pmf, hit_table
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.costs import RoundCosts
 from saguaro_sim.resolve import PROTOCOLS, resolve
@@ -75,6 +75,19 @@ def _check_inputs(profile: object, spec: object, workload: object, seed: object)
         raise ConfigError("seed", f"expected a non-negative integer, got {seed!r}", "integers >= 0")
 
 
+def row_curves(profile: Profile, spec: SpecConfig, fast: bool, table: np.ndarray | None) -> list[tuple] | None:
+    """Per-request (primary pmf, backup pmf, hit table) from the profile's fitted row multipliers (the draft
+    model's speculations scale; the fast backup's n-gram ones do not); None for homogeneous rows or AR."""
+    scales = profile.acceptance.row_scales(spec.temperature) if spec.mode != "ar" else ()
+    if not scales:
+        return None
+    out = []
+    for m in scales:
+        pmf = profile.acceptance.length_pmf(spec.k, spec.temperature, spec.sampler_c, scale=m)
+        out.append((pmf, fast_backup_pmf(profile, spec.k, spec.temperature) if fast else pmf, table))
+    return out
+
+
 def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0, trace: bool = False,
              progress: bool = False, protocol: str = "auto", batching: str = "continuous") -> SimResult:
     """Run the discrete-event simulation of spec on profile for workload; trace=True keeps the timeline.
@@ -95,7 +108,7 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     table = hit_table(profile, spec) if spec.mode == "ssd" else None
     state = BatchState(spec.batch_size, workload.num_sequences, workload.output_tokens, workload.prompt_tokens,
                        rng, pmf_p, pmf_b, table, fixed=batching == "fixed",
-                       keep=batching == "kept")
+                       keep=batching == "kept", rows=row_curves(profile, spec, fast, table))
     env = simpy.Environment()
     events: list | None = [] if trace else None
     bar = None

@@ -6,10 +6,14 @@ shrinks, unless keep=True (the SSD executor: both sides keep the batch's rows, f
 a finished row nobody takes rides along and forwards keep the batch's width to the end. Fixed batches
 (fixed=True): sequences go in batches of `batch_size`; a finished row rides along until the batch's last row
 finishes, then the next batch starts. Each new sequence starts from a primary (cached) speculation: prefill and the first
-draft are not modelled.
+draft are not modelled. Rows (optional): per-request (pmf_primary, pmf_backup, hit_table) triples (the
+profile's acceptance.row_scale); each sequence draws one when it takes a slot, so a kept batch lasts as long
+as its slowest request; without them every row draws from the shared pmfs (the homogeneous path).
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
 
 import numpy as np
 
@@ -27,7 +31,7 @@ class BatchState:
     def __init__(self, batch: int, num_sequences: int, output_tokens: int, prompt_tokens: int,
                  rng: np.random.Generator, pmf_primary: np.ndarray | None = None,
                  pmf_backup: np.ndarray | None = None, hit_table: np.ndarray | None = None,
-                 fixed: bool = False, keep: bool = False) -> None:
+                 fixed: bool = False, keep: bool = False, rows: list[tuple] | None = None) -> None:
         b = min(batch, num_sequences)
         self.rng, self.width = rng, b
         self.out, self.prompt = output_tokens, prompt_tokens
@@ -48,6 +52,12 @@ class BatchState:
         self.hits = 0
         self.fixed, self.keep = fixed, keep
         self.riding: list[int] = []  # fixed batches: finished rows still forwarded with the batch
+        self.rows = None
+        if rows:  # per-request curves: cumulative pmfs and hit tables as lists, one row kind per slot
+            self.rows = [(np.cumsum(p).tolist(), np.cumsum(q).tolist(), None if t is None else t.tolist())
+                         for p, q, t in rows]
+            self._row_rng = rng.spawn(1)[0]   # a child stream: the shared draws stay as without rows
+            self.kind = [self._new_kind() for _ in range(b)]
 
     @property
     def n_active(self) -> int:
@@ -70,10 +80,18 @@ class BatchState:
         """Mean context length over the active slots (the latency models take batch * context)."""
         return self.ctx_sum / len(self.slots) if self.slots else 0.0
 
+    def _new_kind(self) -> int:
+        return int(self._row_rng.integers(len(self.rows)))
+
     def _draw(self) -> None:
         """Draw the next chunk: accepted length and hit flag of every slot under either source."""
         b, kmax = self.width, len(self.pmf_p) - 1
         ua = self.rng.random((_CHUNK, b))
+        if self.rows is not None:   # per-request curves: keep the uniforms, look each slot's curve up per round
+            self._ua = ua.tolist()
+            self._uh = self.rng.random((_CHUNK, b)).tolist() if self.table is not None else None
+            self._r, self._n = 0, _CHUNK
+            return
         kp = np.minimum(np.searchsorted(np.cumsum(self.pmf_p), ua, side="right"), kmax)
         kb = np.minimum(np.searchsorted(np.cumsum(self.pmf_b), ua, side="right"), kmax)
         self._kp, self._kb = kp.tolist(), kb.tolist()
@@ -90,8 +108,11 @@ class BatchState:
             self._draw()
         r = self._r
         self._r += 1
-        kp, kb = self._kp[r], self._kb[r]
-        hp, hb = (self._hp[r], self._hb[r]) if ssd else (None, None)
+        if self.rows is not None:
+            kp, kb, hp, hb = self._row_outcomes(r, ssd)
+        else:
+            kp, kb = self._kp[r], self._kb[r]
+            hp, hb = (self._hp[r], self._hb[r]) if ssd else (None, None)
         src, done, ctx, out = self.src, self.done, self.ctx, self.out
         added, misses, ended = 0, 0, []
         for s in self.slots:
@@ -117,6 +138,19 @@ class BatchState:
         if ended:
             self._refill(ended, now)
         return misses > 0, added
+
+    def _row_outcomes(self, r: int, ssd: bool) -> tuple[dict, dict, dict | None, dict | None]:
+        """Round r's accepted lengths and hit flags per active slot, each from its request's own curves."""
+        ua, kmax = self._ua[r], len(self.pmf_p) - 1
+        uh = self._uh[r] if ssd and self._uh is not None else None
+        kp, kb, hp, hb = {}, {}, {}, {}
+        for s in self.slots:
+            cdf_p, cdf_b, table = self.rows[self.kind[s]]
+            kp[s] = min(bisect_right(cdf_p, ua[s]), kmax)
+            kb[s] = min(bisect_right(cdf_b, ua[s]), kmax)
+            if uh is not None:
+                hp[s], hb[s] = uh[s] < table[0][kp[s]], uh[s] < table[1][kb[s]]
+        return kp, kb, (hp if ssd else None), (hb if ssd else None)
 
     def ar_steps(self, steps: int, now: float) -> int:
         """Apply `steps` autoregressive steps (one token per active sequence each)."""
@@ -154,6 +188,8 @@ class BatchState:
                 self.ctx[s] = float(self.prompt)
                 self.ctx_sum += self.prompt
                 self.src[s] = 0
+                if self.rows is not None:
+                    self.kind[s] = self._new_kind()
             else:
                 self.slots.remove(s)
                 if self.keep:
@@ -174,6 +210,8 @@ class BatchState:
             self.next_seq += 1
             self.done[s], self.ctx[s], self.src[s] = 0, float(self.prompt), 0
             self.ctx_sum += self.prompt
+            if self.rows is not None:
+                self.kind[s] = self._new_kind()
             self.slots.append(s)
 
     def per_seq_rates(self) -> np.ndarray:
