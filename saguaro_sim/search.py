@@ -208,11 +208,11 @@ class _MemoHits(HitCurve):
 class _MemoAcceptance(AcceptanceModel):
     """The same acceptance model, with rates() memoized (copies returned, so callers cannot corrupt it)."""
 
-    def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0) -> np.ndarray:
-        key = (k, temperature, sampler_c)
+    def rates(self, k: int, temperature: float = 0.0, sampler_c: float = 1.0, scale: float = 1.0) -> np.ndarray:
+        key = (k, temperature, sampler_c, scale)
         memo = self.__dict__.setdefault("_memo", {})
         if key not in memo:
-            memo[key] = super().rates(k, temperature, sampler_c)
+            memo[key] = super().rates(k, temperature, sampler_c, scale)
         return memo[key].copy()
 
 

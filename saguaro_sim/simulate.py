@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import simpy
+from scipy.optimize import brentq
 
 from calibration.errors import ConfigError, check_choice
 from calibration.profile import Profile
@@ -76,14 +77,26 @@ def _check_inputs(profile: object, spec: object, workload: object, seed: object)
 
 
 def row_curves(profile: Profile, spec: SpecConfig, fast: bool, table: np.ndarray | None) -> list[tuple] | None:
-    """Per-request (primary pmf, backup pmf, hit table) from the profile's fitted row multipliers (the draft
-    model's speculations scale; the fast backup's n-gram ones do not); None for homogeneous rows or AR."""
+    """Per-request (primary pmf, backup pmf, hit table) from the profile's fitted row multipliers, None for
+    homogeneous rows or AR. The multipliers (pooled over several K) are rescaled by one common factor so the
+    rows keep the fitted curve's tokens per round at this config's K: the pooled rates are a per-round mean,
+    the harmonic mean of the rows' (every request makes the same tokens). The draft model's speculations
+    scale; the fast backup's n-gram ones do not."""
     scales = profile.acceptance.row_scales(spec.temperature) if spec.mode != "ar" else ()
-    if not scales:
+    if len(set(scales)) < 2:   # one multiplier, rescaled: the homogeneous model
         return None
+    acc, args = profile.acceptance, (spec.k, spec.temperature, spec.sampler_c)
+    target = acc.expected_tokens(*args)
+
+    def harmonic(c: float) -> float:
+        return len(scales) / sum(1.0 / acc.expected_tokens(*args, scale=c * m) for m in scales)
+
+    lo, hi = 0.05, 20.0
+    c = 1.0 if not harmonic(lo) < target < harmonic(hi) else float(
+        brentq(lambda x: harmonic(x) - target, lo, hi, xtol=1e-5))
     out = []
     for m in scales:
-        pmf = profile.acceptance.length_pmf(spec.k, spec.temperature, spec.sampler_c, scale=m)
+        pmf = acc.length_pmf(*args, scale=c * m)
         out.append((pmf, fast_backup_pmf(profile, spec.k, spec.temperature) if fast else pmf, table))
     return out
 

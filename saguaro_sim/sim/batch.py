@@ -7,7 +7,7 @@ a finished row nobody takes rides along and forwards keep the batch's width to t
 (fixed=True): sequences go in batches of `batch_size`; a finished row rides along until the batch's last row
 finishes, then the next batch starts. Each new sequence starts from a primary (cached) speculation: prefill and the first
 draft are not modelled. Rows (optional): per-request (pmf_primary, pmf_backup, hit_table) triples (the
-profile's acceptance.row_scale); each sequence draws one when it takes a slot, so a kept batch lasts as long
+profile's acceptance.row_scale); each sequence is dealt one when it takes a slot, so a kept batch lasts as long
 as its slowest request; without them every row draws from the shared pmfs (the homogeneous path).
 """
 
@@ -57,6 +57,7 @@ class BatchState:
             self.rows = [(np.cumsum(p).tolist(), np.cumsum(q).tolist(), None if t is None else t.tolist())
                          for p, q, t in rows]
             self._row_rng = rng.spawn(1)[0]   # a child stream: the shared draws stay as without rows
+            self._deck: list[int] = []
             self.kind = [self._new_kind() for _ in range(b)]
 
     @property
@@ -81,7 +82,11 @@ class BatchState:
         return self.ctx_sum / len(self.slots) if self.slots else 0.0
 
     def _new_kind(self) -> int:
-        return int(self._row_rng.integers(len(self.rows)))
+        """The next request's curve: dealt from shuffled decks of the whole pool (without replacement), so a
+        few requests already cover the fitted spread instead of missing its rare slow rows by chance."""
+        if not self._deck:
+            self._deck = self._row_rng.permutation(len(self.rows)).tolist()
+        return self._deck.pop()
 
     def _draw(self) -> None:
         """Draw the next chunk: accepted length and hit flag of every slot under either source."""
