@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from scipy.optimize import brentq
 
 from calibration.acceptance import AcceptanceModel
 from calibration.fit_acceptance import MIN_TRIALS, RunRounds
@@ -42,6 +41,8 @@ def row_lengths(run: RunRounds) -> dict[int, list[int]]:
 
 def _solve_scale(model: AcceptanceModel, run: RunRounds, target: float) -> float:
     """The multiplier m whose rates give `target` accepted tokens per speculation at the run's K, T, C."""
+    from scipy.optimize import brentq  # here, not at the top: executor children import calibration
+
     def mean_accepted(m: float) -> float:
         return model.expected_tokens(run.k, run.temperature, run.sampler_c, scale=m) - 1.0
 
