@@ -219,6 +219,11 @@ class _MemoAcceptance(AcceptanceModel):
 def memoized(profile: Profile) -> Profile:
     """An equivalent profile whose hit curve and acceptance model cache their lookups (same numbers,
     much faster when a search scores thousands of configurations)."""
-    hits = _MemoHits(profile.hits.by_temperature, profile.hits.c_effect)
-    acceptance = _MemoAcceptance(profile.acceptance.by_temperature, profile.acceptance.c_effect)
-    return profile.with_(hits=hits, acceptance=acceptance)
+    return profile.with_(hits=_same_fields(_MemoHits, profile.hits),
+                         acceptance=_same_fields(_MemoAcceptance, profile.acceptance))
+
+
+def _same_fields(memo_cls: type, model: object) -> object:
+    """The memoizing subclass built from every field of `model` (by_k, row_scale, ... included: naming the
+    fields by hand once dropped the fitted per-K tables from every search)."""
+    return memo_cls(**{f.name: getattr(model, f.name) for f in fields(model)})

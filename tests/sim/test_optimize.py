@@ -152,9 +152,11 @@ def test_progress_bar_goes_to_stderr(capsys):
     assert out == "" and "optimize" in err
 
 
-def test_memoized_profile_gives_identical_predictions_and_simulations():
-    p = load_preset("h100-llama70b-tp4-llama1b")
+@pytest.mark.parametrize("preset", ["h100-llama70b-tp4-llama1b", "cpu-tinypair"])
+def test_memoized_profile_gives_identical_predictions_and_simulations(preset):
+    p = load_preset(preset)   # cpu-tinypair carries the fitted acceptance.by_k and row_scale tables
     m = memoized(p)
+    assert m.acceptance.by_k == p.acceptance.by_k and m.acceptance.row_scale == p.acceptance.row_scale
     grid = candidates(p, 4, 0.7, Constraints(k_range=(2, 4), max_budget=32, max_draft_devices=2))
     for c in grid[::7] + grid[::7]:  # second pass answers from the memo
         assert predict(m, c.spec, WL) == predict(p, c.spec, WL)
