@@ -7,7 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from saguaro_exec.model.errors import ConfigError
+# not via saguaro_exec.model: that package's __init__ loads loading.py, which imports this module
+from calibration.errors import ConfigError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}(@[A-Za-z0-9._/-]{1,128})?$")
 ALLOWED = "a local checkpoint folder (config.json + *.safetensors), or a hub id (org/name) in the local hub cache"
