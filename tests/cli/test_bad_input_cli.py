@@ -37,6 +37,8 @@ def files(tmp_path_factory) -> dict[str, str]:
     put("truncated.json", text[: len(text) // 2])
     put("future.json", json.dumps({**good, "schema_version": 99}))
     neg = json.loads(text)
+    # a piecewise latency block whatever form the shipped profile's fit chose (its knots are what is tested)
+    neg["target"] = load_preset("h200-llama8b-llama1b-eager").to_dict()["target"]
     neg["target"]["params"]["knots_y"][0] = -1.0
     put("negative.json", json.dumps(neg))
     prob = json.loads(text)

@@ -87,6 +87,12 @@ def _preset() -> dict:
     return load_preset("cpu-tinypair-ssd").to_dict()
 
 
+def _negative_knot(d: dict) -> None:
+    """A piecewise latency block (whatever form the shipped profile's fit chose) with a negative knot."""
+    d["target"] = load_preset("h200-llama8b-llama1b-eager").to_dict()["target"]
+    d["target"]["params"]["knots_y"][0] = -0.001
+
+
 def _profile_case(mutate):
     d = _preset()
     mutate(d)
@@ -94,7 +100,7 @@ def _profile_case(mutate):
 
 
 PROFILE_BAD = [
-    ("negative latency", lambda d: d["target"]["params"]["knots_y"].__setitem__(0, -0.001), "knots_y[0]"),
+    ("negative latency", lambda d: _negative_knot(d), "knots_y[0]"),
     ("latency params not an object", lambda d: d["draft"].__setitem__("params", [1, 2]), "profile.draft.params"),
     ("unknown latency kind", lambda d: d["draft"].__setitem__("kind", "magic"), "kind"),
     ("negative link", lambda d: d.__setitem__("link_s", -1e-6), "link_s"),
