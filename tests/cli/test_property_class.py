@@ -88,7 +88,8 @@ def test_checkpoint_config_json_fields(key, value):
 
 
 GOOD_PROFILE = load_preset("cpu-tinypair-ssd").to_dict()
-PROFILE_KEYS = sorted(set(GOOD_PROFILE) - {"schema_version"}) + ["target.params.knots_y", "draft.kind",
+_LATENCY_PARAM = next(iter(GOOD_PROFILE["target"]["params"]))   # the fitted form's first parameter (knots_y, base, ...)
+PROFILE_KEYS = sorted(set(GOOD_PROFILE) - {"schema_version"}) + [f"target.params.{_LATENCY_PARAM}", "draft.kind",
                                                                   "acceptance.by_temperature", "hits.kind"]
 
 
