@@ -54,8 +54,11 @@ class BatchState:
         self.riding: list[int] = []  # fixed batches: finished rows still forwarded with the batch
         self.rows = None
         if rows:  # per-request curves: cumulative pmfs and hit tables as lists, one row kind per slot
-            self.rows = [(np.cumsum(p).tolist(), np.cumsum(q).tolist(), None if t is None else t.tolist())
-                         for p, q, t in rows]
+            lists: dict[int, list | None] = {}   # the rows share one hit table: convert it once
+            for _, _, t in rows:
+                if id(t) not in lists:
+                    lists[id(t)] = None if t is None else t.tolist()
+            self.rows = [(np.cumsum(p).tolist(), np.cumsum(q).tolist(), lists[id(t)]) for p, q, t in rows]
             self._row_rng = rng.spawn(1)[0]   # a child stream: the shared draws stay as without rows
             self._deck: list[int] = []
             self.kind = [self._new_kind() for _ in range(b)]
