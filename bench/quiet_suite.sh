@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep07_opt exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,12 @@ for s in "${steps[@]}"; do
     exec_deep_opt) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 --repeats 5 \
                  --modes ar,sd@3,sd@4,sd@5,ssd --k 7 --fanout 5,3,7,3,2,2,2,8 --backup fast \
                  --out "$OUT/bench_exec_deep_optimizer.json" > "$OUT/bench_exec_deep_optimizer.txt" 2>&1 ;;
+    exec_deep07_opt)  # the optimizer's own SSD choice at T = 0.7 (autotune on the deep pair), then SD at its K's beside it
+               $PY -m saguaro autotune --target $DEEP --temperature 0.7 --out "$OUT/autotune07" > "$OUT/autotune07.txt" 2>&1
+               read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$OUT/autotune07/autotune.json")
+               $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
+                 --modes ar,sd@3,sd@4,sd@5,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" \
+                 --out "$OUT/bench_exec_deep07_optimizer.json" > "$OUT/bench_exec_deep07_optimizer.txt" 2>&1 ;;
     exec_deep_fast07) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
                  --modes ar,sd@3,sd@4,ssd,ssd@4 --backup fast \
                  --out "$OUT/bench_exec_deep_fast07.json" > "$OUT/bench_exec_deep_fast07.txt" 2>&1 ;;
