@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep07_opt exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep07_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,9 @@ for s in "${steps[@]}"; do
                $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
                  --modes ar,sd@3,sd@4,sd@5,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" \
                  --out "$OUT/bench_exec_deep07_optimizer.json" > "$OUT/bench_exec_deep07_optimizer.txt" 2>&1 ;;
+    exec_deep07_wide) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
+                 --modes ar,sd@4,sd@5,ssd@4,ssd@5 --budget 32 --backup neural \
+                 --out "$OUT/bench_exec_deep07_wide.json" > "$OUT/bench_exec_deep07_wide.txt" 2>&1 ;;
     exec_deep_fast07) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
                  --modes ar,sd@3,sd@4,ssd,ssd@4 --backup fast \
                  --out "$OUT/bench_exec_deep_fast07.json" > "$OUT/bench_exec_deep_fast07.txt" 2>&1 ;;
