@@ -6,7 +6,10 @@ greedy over the 8 built-in prompts: 3.26 tokens a round over the first 32 tokens
 256), so a profile fitted on runs of a few hundred tokens predicts too few tokens a round for 32-token requests and
 every SD / SSD TPOT too slow. The planner's acceptance is a property of the traffic; here it is measured on the
 benchmark's own requests by one fixed-batch run per mode (at T = 0 the tokens, so the accepted lengths and cache
-hits, do not depend on batching or timing), while every cost term stays the profile's.
+hits, do not depend on batching or timing), while every cost term stays the profile's, but for one: a profile
+without the executor's prefill lines (calibration/fit_prefill.py; older presets) gets them from the same run's
+refills, on the benchmark's own prompt lengths (AR then runs too), so that no prefill is the latency model
+extrapolated past its grid.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from calibration.fit import run_of
 from calibration.fit_acceptance import fit_acceptance
 from calibration.fit_hits import fit_hits
+from calibration.fit_prefill import fit_prefill, with_prefill
 from calibration.profile import Profile
 from saguaro_sim import SpecConfig
 from saguaro_sim.load.costs import prefill_cost, round_cost
@@ -26,8 +30,11 @@ from saguaro_sim.load.costs import prefill_cost, round_cost
 
 def workload_profile(profile: Profile, spec: SpecConfig, prompts: list[list[int]], tokens: int, **run_kw) -> Profile:
     """``profile`` with acceptance (and, SSD, hit curves) fitted from one fixed-batch run of ``spec`` over
-    ``prompts`` at ``tokens`` output tokens each; AR and T > 0 specs keep the profile as it is."""
-    if spec.mode == "ar" or spec.temperature > 0:
+    ``prompts`` at ``tokens`` output tokens each (AR and T > 0 specs keep the profile's), and, where the profile
+    has no prefill lines, those of the same run's refills."""
+    need_acc = spec.mode != "ar" and spec.temperature <= 0
+    need_prefill = not has_prefill(profile)
+    if not need_acc and not need_prefill:
         return profile
     from saguaro_exec import RunConfig, run
 
@@ -35,13 +42,24 @@ def workload_profile(profile: Profile, spec: SpecConfig, prompts: list[list[int]
     rep = run(RunConfig(spec=spec, prompts=prompts, max_new_tokens=tokens, profile=profile,
                         inline_draft=spec.mode == "ssd", **run_kw))
     rr = run_of(rep.measurements)
-    acceptance, acc_info = fit_acceptance([rr])
-    hits, _ = fit_hits([rr]) if spec.mode == "ssd" else (profile.hits, None)
-    prov = {**(profile.provenance if isinstance(profile.provenance, dict) else {}),
-            "workload_acceptance": {"mode": spec.mode, "prompts": len(prompts), "tokens": tokens,
-                                    "fit": acc_info["by_temperature"]}}
-    return dataclasses.replace(profile, acceptance=acceptance, hits=hits if spec.mode == "ssd" else profile.hits,
-                               provenance=prov)
+    prov = dict(profile.provenance) if isinstance(profile.provenance, dict) else {}
+    out = profile
+    if need_acc:
+        acceptance, acc_info = fit_acceptance([rr])
+        hits, _ = fit_hits([rr]) if spec.mode == "ssd" else (profile.hits, None)
+        prov["workload_acceptance"] = {"mode": spec.mode, "prompts": len(prompts), "tokens": tokens,
+                                       "fit": acc_info["by_temperature"]}
+        out = dataclasses.replace(out, acceptance=acceptance, hits=hits)
+    if need_prefill:
+        lines, prov["workload_prefill"] = fit_prefill(profile.target, profile.draft, [rr])
+        out = dataclasses.replace(out, executor=with_prefill(profile.executor, lines))
+    return dataclasses.replace(out, provenance=prov)
+
+
+def has_prefill(profile: Profile) -> bool:
+    """Whether the profile carries the executor's prefill line (calibration/fit_prefill.py)."""
+    ex = profile.executor
+    return ex is not None and any("prefill" in by for by in ex.lines.values())
 
 
 def sim_phases(res) -> dict:

@@ -82,12 +82,16 @@ def prefill_cost(profile: Profile, spec: SpecConfig, rows: int, prompt_tokens: f
     """(target seconds, draft seconds) to prefill `rows` new requests of `prompt_tokens` each, as the executor
     does: every prompt but its last token (which the row's first decode round feeds); the draft (SD, SSD)
     prefills too, and in SSD also makes the rows' first speculation with the backup: `backup_s` (the
-    backup over the rows the draft forwards), by default K single-token steps of the new rows."""
+    backup over the rows the draft forwards), by default K single-token steps of the new rows. The profile's
+    executor ``prefill`` / ``draft_prefill`` lines (calibration/fit_prefill.py) add what the executor's prefills
+    measured beyond the microbenchmarked forward."""
     prompt = max(0, round(prompt_tokens) - 1)
-    target = profile.target(rows, prompt, 0.0) if prompt else 0.0
+    ex = profile.executor
+    over = (lambda kind: ex(kind, rows, prompt)) if ex is not None and prompt else (lambda kind: 0.0)
+    target = max(0.0, profile.target(rows, prompt, 0.0) + over("prefill")) if prompt else 0.0
     if spec.mode == "ar":
         return target, 0.0
-    draft = profile.draft(rows, prompt, 0.0) if prompt else 0.0
+    draft = max(0.0, profile.draft(rows, prompt, 0.0) + over("draft_prefill")) if prompt else 0.0
     if spec.mode == "ssd":
         draft += spec.k * profile.draft(rows, 1, float(prompt)) if backup_s is None else backup_s
     return target, draft
