@@ -73,8 +73,8 @@ def fit_prefill(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds]
 
 
 def with_prefill(costs: ExecutorCosts | None, lines: dict) -> ExecutorCosts | None:
-    """``costs`` with the prefill lines added to its greedy regime (a prefill samples nothing, so the sampled
-    regime falls back to them); unchanged when there are none."""
+    """``costs`` with the prefill (or loop, calibration/fit_loop.py) lines added to its greedy regime (neither
+    samples anything, so the sampled regime falls back to them); unchanged when there are none."""
     if not lines:
         return costs
     costs = costs or ExecutorCosts()

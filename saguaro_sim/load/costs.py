@@ -38,15 +38,19 @@ class RoundCost:
     up_s: float = 0.0           # SSD: outcome message
     down_s: float = 0.0         # SSD: speculation message
     backup_s: float = 0.0       # SSD: the backup speculation a missed round adds
+    loop_s: float = 0.0         # AR / SD: the executor's bookkeeping between rounds (in base_s; not jittered)
 
     def jittered(self, jv: np.ndarray, jb: np.ndarray, missed: np.ndarray | None) -> np.ndarray:
         """Per-round seconds with the target side scaled by ``jv`` and the draft side by ``jb`` (arrays of
         the rounds' multipliers), ``missed``: which rounds had a row miss (SSD; None: none did)."""
         if self.kind == "ar":
-            return jv * self.verify_s
+            t = jv * self.verify_s
+            t += self.loop_s
+            return t
         if self.kind == "sd":
             t = jv * self.verify_s
             t += jb * self.side_s
+            t += self.loop_s
             return t
         target = jv * self.verify_s                   # in place below: this runs once per stretch of rounds
         target += self.up_s
@@ -63,13 +67,16 @@ class RoundCost:
         return t
 
 def round_cost(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool) -> RoundCost:
-    """Cost of one AR step / SD round / SSD round of `batch` rows at mean context `context`."""
+    """Cost of one AR step / SD round / SSD round of `batch` rows at mean context `context`; AR and SD rounds
+    also pay the executor's bookkeeping between rounds (the profile's ``loop`` line, calibration/fit_loop.py)."""
     rt = round_times(profile, spec, batch, context, fast)
+    ex = profile.executor
+    loop = ex("loop", batch, 1) if ex is not None and spec.mode != "ssd" else 0.0
     if spec.mode == "ar":
-        return RoundCost(rt.ar_step, 0.0, 0.0, rt.ar_step, 0.0, 0.0, "ar", rt.ar_step)
+        return RoundCost(rt.ar_step + loop, 0.0, 0.0, rt.ar_step, 0.0, 0.0, "ar", rt.ar_step, loop_s=loop)
     if spec.mode == "sd":
         t = spec.k * rt.draft_step + rt.verify   # the draft runs on the target's devices, in turn
-        return RoundCost(t, 0.0, 0.0, t, 0.0, 0.0, "sd", rt.verify, spec.k * rt.draft_step)
+        return RoundCost(t + loop, 0.0, 0.0, t, 0.0, 0.0, "sd", rt.verify, spec.k * rt.draft_step, loop_s=loop)
     hit_s = ssd_round_time(rt, 1.0, 1)   # every row hit: max(message + verify + message, cache build)
     miss_s = ssd_round_time(rt, 0.0, 1) - hit_s   # some row missed: the backup speculation follows
     return RoundCost(hit_s, miss_s, rt.verify + profile.verifier_gap_s, rt.verify, rt.build,
