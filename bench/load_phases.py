@@ -6,10 +6,12 @@ greedy over the 8 built-in prompts: 3.26 tokens a round over the first 32 tokens
 256), so a profile fitted on runs of a few hundred tokens predicts too few tokens a round for 32-token requests and
 every SD / SSD TPOT too slow. The planner's acceptance is a property of the traffic; here it is measured on the
 benchmark's own requests by one fixed-batch run per mode (at T = 0 the tokens, so the accepted lengths and cache
-hits, do not depend on batching or timing), while every cost term stays the profile's, but for two: a profile
-without the executor's prefill lines (calibration/fit_prefill.py) or its between-round loop line
-(calibration/fit_loop.py; presets fitted before them) gets them from the same run (AR then runs too): the
-prefills on the benchmark's own prompt lengths, so that none is the latency model extrapolated past its grid.
+hits, do not depend on batching or timing), while every cost term stays the profile's, but for two: the prefill
+lines (calibration/fit_prefill.py) come from prefills of the benchmark's own prompts timed on the executor's path
+at 1.. batch rows (``timed_prefills``; a fixed-batch run's refills are mostly of the whole batch at once, load
+refills of one row), so that no prefill is the latency model extrapolated past its grid; a profile without the
+between-round loop line (calibration/fit_loop.py; presets fitted before it) gets it from the same run (AR then
+runs too).
 The same run's rounds, charged like the load run's (``fixed_phases``), tell a cost the load loop adds from one
 the profile's fixed-batch calibration misses at these shapes on this box.
 """
@@ -25,7 +27,7 @@ from calibration.fit import run_of
 from calibration.fit_acceptance import fit_acceptance
 from calibration.fit_hits import fit_hits
 from calibration.fit_loop import fit_loop
-from calibration.fit_prefill import fit_prefill, with_prefill
+from calibration.fit_prefill import fit_prefill, fit_prefill_points, with_prefill
 from calibration.profile import Profile
 from saguaro_sim import SpecConfig
 from saguaro_sim.load.costs import prefill_cost, round_cost
@@ -38,9 +40,22 @@ def workload_profile(profile: Profile, spec: SpecConfig, prompts: list[list[int]
     return workload_run(profile, spec, prompts, tokens, **run_kw)[0]
 
 
-def workload_run(profile: Profile, spec: SpecConfig, prompts: list[list[int]], tokens: int, **run_kw
-                 ) -> tuple[Profile, list[dict]]:
-    """``workload_profile`` and the fixed-batch run's round rows."""
+def timed_prefills(prompts: list[list[int]], batch: int, threads: int = 1) -> dict:
+    """{"target": points, "draft": points} of the tiny pair's prefills of 1..batch of ``prompts`` at a time
+    (saguaro_exec.measure.prefill.time_prefills)."""
+    from saguaro_exec.io.assets import tiny_pair_paths
+    from saguaro_exec.measure.prefill import time_prefills
+    from saguaro_exec.model import load_model
+
+    rows = tuple(range(1, batch + 1))
+    return {who: time_prefills(load_model(path), prompts, rows, threads=threads)
+            for who, path in zip(("target", "draft"), tiny_pair_paths())}
+
+
+def workload_run(profile: Profile, spec: SpecConfig, prompts: list[list[int]], tokens: int,
+                 prefills: dict | None = None, **run_kw) -> tuple[Profile, list[dict]]:
+    """``workload_profile`` and the fixed-batch run's round rows; ``prefills`` (``timed_prefills``) give the
+    prefill lines (else the run's refills do, where the profile has none)."""
     from saguaro_exec import RunConfig, run
 
     # SSD's draft in this process: at T = 0 its speculations and hits are the draft process's, with no spawn
@@ -56,7 +71,10 @@ def workload_run(profile: Profile, spec: SpecConfig, prompts: list[list[int]], t
                                        "fit": acc_info["by_temperature"]}
         out = dataclasses.replace(out, acceptance=acceptance, hits=hits)
     lines: dict = {}
-    if not has_line(profile, "prefill", "draft_prefill"):
+    if prefills is not None:
+        pre, prov["workload_prefill"] = _timed_lines(profile, prefills, spec.mode)
+        lines.update(pre)
+    elif not has_line(profile, "prefill", "draft_prefill"):
         pre, prov["workload_prefill"] = fit_prefill(profile.target, profile.draft, [rr])
         lines.update(pre)
     if not has_line(profile, "loop") and spec.mode != "ssd":
@@ -65,6 +83,18 @@ def workload_run(profile: Profile, spec: SpecConfig, prompts: list[list[int]], t
     if lines:
         out = dataclasses.replace(out, executor=with_prefill(profile.executor, lines))
     return dataclasses.replace(out, provenance=prov), rep.measurements.rounds
+
+
+def _timed_lines(profile: Profile, prefills: dict, mode: str) -> tuple[dict, dict]:
+    return fit_prefill_points(profile.target, profile.draft, prefills["target"],
+                              prefills["draft"] if mode != "ar" else None)
+
+
+def with_timed_prefills(profile: Profile, prefills: dict, mode: str) -> Profile:
+    """``profile`` with the prefill lines of ``timed_prefills``."""
+    lines, info = _timed_lines(profile, prefills, mode)
+    prov = {**(profile.provenance if isinstance(profile.provenance, dict) else {}), "workload_prefill": info}
+    return dataclasses.replace(profile, executor=with_prefill(profile.executor, lines), provenance=prov)
 
 
 def has_line(profile: Profile, *kinds: str) -> bool:

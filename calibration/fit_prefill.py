@@ -72,6 +72,19 @@ def fit_prefill(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds]
     return lines, info
 
 
+def fit_prefill_points(target: LatencyModel, draft: LatencyModel, target_points: list[tuple[int, float, float]],
+                       draft_points: list[tuple[int, float, float]] | None = None) -> tuple[dict, dict]:
+    """The same lines from timed prefills of each side alone ((rows, mean prompt tokens, seconds), e.g.
+    saguaro_exec.measure.prefill.time_prefills): ``prefill`` against the target model, ``draft_prefill`` the draft's."""
+    lines: dict[str, list[float]] = {}
+    info: dict = {}
+    for kind, pts, model in (("prefill", target_points, target), ("draft_prefill", draft_points or [], draft)):
+        if pts:
+            lines[kind], info[kind] = _fit(pts, lambda b, n, m=model: m(b, n, 0.0))
+            info[kind]["from"] = "timed prefills"
+    return lines, info
+
+
 def with_prefill(costs: ExecutorCosts | None, lines: dict) -> ExecutorCosts | None:
     """``costs`` with the prefill (or loop, calibration/fit_loop.py) lines added to its greedy regime (neither
     samples anything, so the sampled regime falls back to them); unchanged when there are none."""

@@ -55,3 +55,20 @@ def test_a_real_runs_refills_are_charged_what_they_measured(mode):
     prof = dataclasses.replace(BARE, executor=with_prefill(None, lines))
     charged = sum(sum(prefill_cost(prof, spec, b, n)) for b, n, _ in pts)
     assert charged == pytest.approx(sum(s for _, _, s in pts), rel=1e-6)
+
+
+def test_timed_prefills_on_the_executor_path_give_both_sides_lines():
+    from calibration.fit_prefill import fit_prefill_points
+    from saguaro_exec.measure.prefill import time_prefills
+
+    prompts = [[1 + i % 7 for i in range(n)] for n in (29, 38, 18)]
+    pts = {who: time_prefills(m, prompts, rows=(1, 2, 3), repeats=1) for who, m in (("t", TARGET), ("d", DRAFT))}
+    assert [b for b, _, _ in pts["t"]] == [1, 2, 3] and all(s > 0 for _, _, s in pts["t"] + pts["d"])
+    assert pts["t"][0][1] in (29.0, 38.0, 18.0) and all(18 <= n <= 38 for _, n, _ in pts["t"])   # the prompts
+    lines, info = fit_prefill_points(BARE.target, BARE.draft, pts["t"], pts["d"])
+    assert set(lines) == {"prefill", "draft_prefill"} and info["prefill"]["n"] == 3
+    prof = dataclasses.replace(BARE, executor=with_prefill(None, lines))
+    sd = SpecConfig(mode="sd", k=2, budget=0)
+    charged = [prefill_cost(prof, sd, b, n) for b, n, _ in pts["t"]]
+    assert sum(t for t, _ in charged) == pytest.approx(sum(s for _, _, s in pts["t"]), rel=1e-6)
+    assert sum(d for _, d in charged) == pytest.approx(sum(s for _, _, s in pts["d"]), rel=1e-6)
