@@ -71,3 +71,19 @@ def test_the_loop_line_is_fitted_from_a_run_and_charged_under_load():
     one = RequestStream(np.zeros(1), np.array([1]), np.array([101]))                       # no prefill: 101 rounds of step + loop
     assert simulate_load(prof, AR, one, max_batch=1).sim_time_s == pytest.approx(101 * (1e-3 + 3e-4))
     assert simulate_load(BARE, AR, one, max_batch=1).sim_time_s == pytest.approx(101 * 1e-3)
+
+
+def test_calibration_fit_gives_the_profile_its_prefill_and_loop_lines():
+    from calibration import Measurements, load_preset
+    from calibration.fit import fit
+
+    grid = [{"who": who, "batch": b, "new_tokens": n, "context": c, "median_s": s0 * (1 + 0.01 * b * n) + 1e-8 * c,
+             "p10_s": 0.0, "p90_s": 0.0, "n": 3} for who, s0 in (("target", 1e-3), ("draft", 1e-4))
+            for b in (1, 2) for n in (1, 3, 8) for c in (16, 64)]
+    runs = [run(RunConfig(spec=SpecConfig(mode=m, k=2 if m == "sd" else 0, budget=0, batch_size=2), target=TARGET,
+                          draft=DRAFT, prompts=[[1, 2, 3, 4, 5], [2, 3, 4], [3, 4, 5, 6], [4, 5]], max_new_tokens=6)
+                ).measurements for m in ("ar", "sd")]
+    prof = fit(Measurements(latency=grid), *runs, base=load_preset("cpu-tinypair"))
+    lines = prof.executor.lines["greedy"]
+    assert {"prefill", "draft_prefill", "loop"} <= set(lines)
+    assert prof.provenance["loop_fit"]["n"] > 0 and prof.provenance["prefill_fit"]["prefill"]["n"] >= 2
