@@ -13,7 +13,9 @@ Both sides mean the same thing: the simulator charges SSD rounds at every row th
 (``--ssd-width batch``: its SSD keeps fixed-shape rows under load), every output token comes from a decode round
 (the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
 acceptance and hit curves are fitted on the benchmark's own requests (``--acceptance workload``, one fixed-batch
-run per mode: bench/load_phases.py says why), every cost term is the profile's. Per (mode, load) the JSON also
+run per mode: bench/load_phases.py says why), every cost term is the profile's but the prefill's (``--prefill
+timed``: fitted on the benchmark's prompts timed at 1..batch rows on the executor's prefill path) and, for a
+profile without it, the executor's between-round loop line (from the same fixed-batch run). Per (mode, load) the JSON also
 lays the first repeat out phase by phase against what the simulator charges (``phases``; bench/load_phases.py).
 Load average and CPU steal (/proc/stat) are recorded at the start and the end. ``--out F.json`` also writes
 F.png (p99 TPOT vs load: predicted dashed, measured solid, per mode) and the traces under F-traces/.
@@ -37,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_fidelity import cpu_times, steal_share  # noqa: E402
 from bench.load_compare import LEVELS, TARGETS, compare_row, crossover, load_levels, summarize  # noqa: E402
-from bench.load_phases import run_phases, sim_phases, workload_profile  # noqa: E402
+from bench.load_phases import run_phases, sim_phases, timed_prefills, with_timed_prefills, workload_run  # noqa: E402
 from calibration.errors import ConfigError  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.profile import Profile, load_preset  # noqa: E402
@@ -145,6 +147,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--acceptance", default="workload", choices=("workload", "profile"),
                     help="acceptance / hit curves: fitted on this benchmark's requests (default) or the profile's")
+    ap.add_argument("--prefill", default="timed", choices=("timed", "profile"),
+                    help="prefill cost: lines fitted on this benchmark's prompts timed at 1..batch rows (default), or "
+                         "the profile's (with --acceptance workload, its run's refills where it has none)")
     ap.add_argument("--ssd-width", default="batch", choices=("batch", "live"),
                     help="rows the simulator charges an SSD round: all of them, as the executor forwards (default)")
     ap.add_argument("--seed", type=int, default=0)
@@ -175,9 +180,16 @@ def main(argv: list[str] | None = None) -> int:
         ids = _prompt_ids()
         lens = [len(p) for p in ids]
         specs = _specs(profile, args.modes, args.k, args.batch, args.tokens, round(float(np.mean(lens))))
-        profiles = {m: workload_profile(profile, s, ids, args.tokens, ssd_protocol=args.protocol, threads=args.threads,
-                                        seed=args.seed) if args.acceptance == "workload" else profile
-                    for m, s in specs.items()}
+        prefills = timed_prefills(ids, args.batch, args.threads) if args.prefill == "timed" else None
+        fixed = {m: workload_run(profile, s, ids, args.tokens, prefills, ssd_protocol=args.protocol,
+                                 threads=args.threads, seed=args.seed) if args.acceptance == "workload"
+                 else (profile, None) for m, s in specs.items()}
+        profiles = {m: p if rows is not None or prefills is None else with_timed_prefills(p, prefills, m)
+                    for m, (p, rows) in fixed.items()}
+        # the fixed-batch run's rounds charged as the load runs' are (SSD's not: its draft ran in this process)
+        fixed_phases = {m: None if rows is None or m == "ssd" else
+                        run_phases(rows, profiles[m], specs[m], float(np.mean(lens)), specs[m].backup == "fast")
+                        for m, (_, rows) in fixed.items()}
         capacity = {m: simulate_load(profiles[m], s, _stream(math.inf, args.requests, lens, args.tokens, args.seed),
                                      max_batch=args.batch, seed=args.seed, ssd_width=args.ssd_width).throughput
                     / args.tokens for m, s in specs.items()}
@@ -208,12 +220,16 @@ def main(argv: list[str] | None = None) -> int:
         med, spread = summarize(samples[(m, lvl)])
         row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread)
         row["repeats"] = samples[(m, lvl)]
-        row["phases"] = {"predicted": predicted[(m, lvl)]["phases"], "measured": samples[(m, lvl)][0]["phases"]}
+        row["phases"] = {"predicted": predicted[(m, lvl)]["phases"], "measured": samples[(m, lvl)][0]["phases"],
+                         "fixed_batch": fixed_phases[m]}
         rows.append(row)
     cross = crossover(rows) if {"sd", "ssd"} <= set(args.modes) else None
     result = {"profile": profile.name, "modes": args.modes, "specs": {m: s.to_dict() for m, s in specs.items()},
               "ssd_protocol": args.protocol, "acceptance": args.acceptance, "ssd_width": args.ssd_width,
+              "prefill": args.prefill, "prefill_timings": prefills,
               "workload_acceptance": {m: p.acceptance.to_dict() for m, p in profiles.items() if p is not profile},
+              "workload_executor_lines": {m: p.executor.lines for m, p in profiles.items()
+                                          if p is not profile and p.executor is not None},
               "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
               "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
@@ -245,18 +261,20 @@ def _print(r: dict) -> None:
             p, q = (f"{v * scale:.2f}" if v is not None else "-" for v in (c["predicted"], c["measured"]))
             cells.append(f"{p + ' / ' + q:>{22 if m != 'throughput' else 16}} {_pct(c['rel_error'])}")
         print(f"{row['mode']:4} {row['level']:10} {row['qps']:6.2f} | " + " | ".join(cells))
-    print("phases (first repeat; measured / charged on the simulator's cost model at the executor's widths):")
+    print("phases (first repeat; measured / charged on the simulator's cost model at the executor's widths; fixed: "
+          "the fixed-batch run's rounds so; gap: the time between rounds / its loop charge):")
     print(f"{'mode':4} {'load':10} | {'rounds pred/meas':>16} | {'rows charged pred / forwarded meas':>36} | "
-          f"{'tok/row-round':>13} | {'round':>5} {'prefill':>7} {'gaps':>5}")
+          f"{'tok/row-round':>13} | {'round':>5} {'fixed':>5} {'prefill':>7} {'gaps':>5} {'gap':>5}")
     for row in r["rows"]:
-        p, m = row["phases"]["predicted"], row["phases"]["measured"]
+        p, m, f = row["phases"]["predicted"], row["phases"]["measured"], row["phases"]["fixed_batch"] or {}
         wp = ",".join(f"{w}:{n}" for w, n in p["rounds_by_width"].items())
         wm = ",".join(f"{w}:{n}" for w, n in m["rounds_by_width"].items())
         ratio = lambda x: "  -  " if x is None else f"{x:5.2f}"  # noqa: E731
         print(f"{row['mode']:4} {row['level']:10} | {p['rounds']:>7} / {m['rounds']:<6} | {wp + ' / ' + wm:>36} | "
               f"{p['tokens_per_row_round']:5.2f} / {m['tokens_per_row_round']:<5.2f} | "
-              f"{ratio(m['round_measured_over_charged'])} {ratio(m['prefill_measured_over_charged']):>7} "
-              f"{ratio(m['gap_share']):>5}")
+              f"{ratio(m['round_measured_over_charged'])} {ratio(f.get('round_measured_over_charged'))} "
+              f"{ratio(m['prefill_measured_over_charged']):>7} {ratio(m['gap_share']):>5} "
+              f"{ratio(m.get('gap_measured_over_charged'))}")
     c = r["crossover"]
     if c:
         fmt = lambda q: "none in range" if q is None else f"{q:.2f} req/s"  # noqa: E731

@@ -6,7 +6,14 @@ greedy over the 8 built-in prompts: 3.26 tokens a round over the first 32 tokens
 256), so a profile fitted on runs of a few hundred tokens predicts too few tokens a round for 32-token requests and
 every SD / SSD TPOT too slow. The planner's acceptance is a property of the traffic; here it is measured on the
 benchmark's own requests by one fixed-batch run per mode (at T = 0 the tokens, so the accepted lengths and cache
-hits, do not depend on batching or timing), while every cost term stays the profile's.
+hits, do not depend on batching or timing), while every cost term stays the profile's, but for two: the prefill
+lines (calibration/fit_prefill.py) come from prefills of the benchmark's own prompts timed on the executor's path
+at 1.. batch rows (``timed_prefills``; a fixed-batch run's refills are mostly of the whole batch at once, load
+refills of one row), so that no prefill is the latency model extrapolated past its grid; a profile without the
+between-round loop line (calibration/fit_loop.py; presets fitted before it) gets it from the same run (AR then
+runs too).
+The same run's rounds, charged like the load run's (``fixed_phases``), tell a cost the load loop adds from one
+the profile's fixed-batch calibration misses at these shapes on this box.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import numpy as np
 from calibration.fit import run_of
 from calibration.fit_acceptance import fit_acceptance
 from calibration.fit_hits import fit_hits
+from calibration.fit_loop import fit_loop
+from calibration.fit_prefill import fit_prefill, fit_prefill_points, with_prefill
 from calibration.profile import Profile
 from saguaro_sim import SpecConfig
 from saguaro_sim.load.costs import prefill_cost, round_cost
@@ -26,22 +35,72 @@ from saguaro_sim.load.costs import prefill_cost, round_cost
 
 def workload_profile(profile: Profile, spec: SpecConfig, prompts: list[list[int]], tokens: int, **run_kw) -> Profile:
     """``profile`` with acceptance (and, SSD, hit curves) fitted from one fixed-batch run of ``spec`` over
-    ``prompts`` at ``tokens`` output tokens each; AR and T > 0 specs keep the profile as it is."""
-    if spec.mode == "ar" or spec.temperature > 0:
-        return profile
+    ``prompts`` at ``tokens`` output tokens each (AR and T > 0 specs keep the profile's), and, where the profile
+    has no prefill lines, those of the same run's refills."""
+    return workload_run(profile, spec, prompts, tokens, **run_kw)[0]
+
+
+def timed_prefills(prompts: list[list[int]], batch: int, threads: int = 1) -> dict:
+    """{"target": points, "draft": points} of the tiny pair's prefills of 1..batch of ``prompts`` at a time
+    (saguaro_exec.measure.prefill.time_prefills)."""
+    from saguaro_exec.io.assets import tiny_pair_paths
+    from saguaro_exec.measure.prefill import time_prefills
+    from saguaro_exec.model import load_model
+
+    rows = tuple(range(1, batch + 1))
+    return {who: time_prefills(load_model(path), prompts, rows, threads=threads)
+            for who, path in zip(("target", "draft"), tiny_pair_paths())}
+
+
+def workload_run(profile: Profile, spec: SpecConfig, prompts: list[list[int]], tokens: int,
+                 prefills: dict | None = None, **run_kw) -> tuple[Profile, list[dict]]:
+    """``workload_profile`` and the fixed-batch run's round rows; ``prefills`` (``timed_prefills``) give the
+    prefill lines (else the run's refills do, where the profile has none)."""
     from saguaro_exec import RunConfig, run
 
     # SSD's draft in this process: at T = 0 its speculations and hits are the draft process's, with no spawn
     rep = run(RunConfig(spec=spec, prompts=prompts, max_new_tokens=tokens, profile=profile,
                         inline_draft=spec.mode == "ssd", **run_kw))
     rr = run_of(rep.measurements)
-    acceptance, acc_info = fit_acceptance([rr])
-    hits, _ = fit_hits([rr]) if spec.mode == "ssd" else (profile.hits, None)
-    prov = {**(profile.provenance if isinstance(profile.provenance, dict) else {}),
-            "workload_acceptance": {"mode": spec.mode, "prompts": len(prompts), "tokens": tokens,
-                                    "fit": acc_info["by_temperature"]}}
-    return dataclasses.replace(profile, acceptance=acceptance, hits=hits if spec.mode == "ssd" else profile.hits,
-                               provenance=prov)
+    prov = dict(profile.provenance) if isinstance(profile.provenance, dict) else {}
+    out = profile
+    if spec.mode != "ar" and spec.temperature <= 0:
+        acceptance, acc_info = fit_acceptance([rr])
+        hits, _ = fit_hits([rr]) if spec.mode == "ssd" else (profile.hits, None)
+        prov["workload_acceptance"] = {"mode": spec.mode, "prompts": len(prompts), "tokens": tokens,
+                                       "fit": acc_info["by_temperature"]}
+        out = dataclasses.replace(out, acceptance=acceptance, hits=hits)
+    lines: dict = {}
+    if prefills is not None:
+        pre, prov["workload_prefill"] = _timed_lines(profile, prefills, spec.mode)
+        lines.update(pre)
+    elif not has_line(profile, "prefill", "draft_prefill"):
+        pre, prov["workload_prefill"] = fit_prefill(profile.target, profile.draft, [rr])
+        lines.update(pre)
+    if not has_line(profile, "loop") and spec.mode != "ssd":
+        loop, prov["workload_loop"] = fit_loop([rr])
+        lines.update(loop)
+    if lines:
+        out = dataclasses.replace(out, executor=with_prefill(profile.executor, lines))
+    return dataclasses.replace(out, provenance=prov), rep.measurements.rounds
+
+
+def _timed_lines(profile: Profile, prefills: dict, mode: str) -> tuple[dict, dict]:
+    return fit_prefill_points(profile.target, profile.draft, prefills["target"],
+                              prefills["draft"] if mode != "ar" else None)
+
+
+def with_timed_prefills(profile: Profile, prefills: dict, mode: str) -> Profile:
+    """``profile`` with the prefill lines of ``timed_prefills``."""
+    lines, info = _timed_lines(profile, prefills, mode)
+    prov = {**(profile.provenance if isinstance(profile.provenance, dict) else {}), "workload_prefill": info}
+    return dataclasses.replace(profile, executor=with_prefill(profile.executor, lines), provenance=prov)
+
+
+def has_line(profile: Profile, *kinds: str) -> bool:
+    """Whether the profile's executor costs carry a line of any of ``kinds``."""
+    ex = profile.executor
+    return ex is not None and any(k in by for by in ex.lines.values() for k in kinds)
 
 
 def sim_phases(res) -> dict:
@@ -59,11 +118,14 @@ def run_phases(rounds: list[dict], profile: Profile, spec: SpecConfig, prompt_to
     the seconds between rounds while rows stay live (bookkeeping nobody charges)."""
     widths = Counter(int(r["width"]) for r in rounds)
     meas_round = sum(r["t1"] - r["t0"] for r in rounds)
-    charged = charged_live = 0.0
+    charged = charged_live = loop = 0.0
     for r in rounds:
         ctx = float(np.mean(r["context"])) if r["context"] else prompt_tokens
-        charged += round_cost(profile, spec, int(r["width"]), ctx, fast).base_s
-        charged_live += round_cost(profile, spec, max(1, int(r["batch"])), ctx, fast).base_s
+        cost = round_cost(profile, spec, int(r["width"]), ctx, fast)
+        charged += cost.base_s - cost.loop_s         # the round itself; its loop time is charged to the gap after it
+        loop += cost.loop_s
+        live = round_cost(profile, spec, max(1, int(r["batch"])), ctx, fast)
+        charged_live += live.base_s - live.loop_s
     pre = [r for r in rounds if r.get("refill")]
     meas_pre = sum(float(r.get("prefill_s", 0.0)) for r in pre)
     ch_pre = 0.0
@@ -80,4 +142,5 @@ def run_phases(rounds: list[dict], profile: Profile, spec: SpecConfig, prompt_to
             "width_over_live_charge": charged / charged_live if charged_live > 0 else None,
             "prefills": len(pre), "prefill_measured_over_charged": meas_pre / ch_pre if ch_pre > 0 else None,
             "prefill_share": meas_pre / (meas_pre + meas_round) if meas_round > 0 else None,
-            "gap_share": sum(gaps) / meas_round if meas_round > 0 else None}
+            "gap_share": sum(gaps) / meas_round if meas_round > 0 else None,
+            "gap_measured_over_charged": sum(gaps) / (loop * len(gaps) / len(rounds)) if loop > 0 and gaps else None}

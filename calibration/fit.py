@@ -22,6 +22,8 @@ from calibration.fit_executor import (
 )
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import fit_latency
+from calibration.fit_loop import fit_loop
+from calibration.fit_prefill import fit_prefill, with_prefill
 from calibration.fit_rows import fit_row_scales
 from calibration.measurements import Measurements
 from calibration.profile import Profile, placement_of
@@ -223,6 +225,9 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         costs = costs.with_draft_round(rnd)
         jit, prov["round_jitter"] = round_jitter(push)
         costs = costs.with_jitter(jit)
+        pre, prov["prefill_fit"] = fit_prefill(models["target"], models["draft"], runs)
+        loop, prov["loop_fit"] = fit_loop(runs)
+        costs = with_prefill(costs, {**pre, **loop})
         m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s, costs.draft_round_mean())
         prov["link_executor"]["measured"] = ssd_phases(ssd_like)
         if m_eff is not None:

@@ -7,7 +7,9 @@ draft process's own time per SSD round beyond its forwards (receiving, settling,
 median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``jitter``: measured
 (verification, cache build) multipliers of single SSD rounds (mean 1 each, drawn as pairs): the two sides overlap,
 so a round lasts the longer of the two, and their round-to-round spread lengthens the mean round where they are
-balanced (E[max] > max of the means).
+balanced (E[max] > max of the means). ``prefill`` / ``draft_prefill``: a batched prefill's overhead on the target
+/ SD's draft side, tokens = rows x cached prompt tokens (calibration/fit_prefill.py: from the runs' own refills);
+``loop``: AR / SD's per-round bookkeeping between rounds, tokens = rows forwarded (calibration/fit_loop.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass, field
 
 from calibration.errors import ConfigError, check_number
 
-KINDS = ("verify", "ar_step", "draft_step", "glue", "fork", "tree_step", "backup_step")
+KINDS = ("verify", "ar_step", "draft_step", "glue", "fork", "tree_step", "backup_step", "prefill", "draft_prefill",
+         "loop")
 REGIMES = ("greedy", "sampled")
 _DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
 

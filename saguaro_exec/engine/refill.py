@@ -28,6 +28,8 @@ def refill(state: BatchState, sides: Sequence, now: Callable[[], float], r: int)
     """Admit arrived requests into finished or free slots on every side (``apply_refill(moves, admitted)``),
     waiting for an arrival while no row is live. Returns the extra keys of the next round row (``refill``:
     admitted request ids, ``prefill_s``) and the trace events."""
+    if not state.needs_refill(now()):          # most rounds: every row still live, nobody waiting for a free slot
+        return {}, []
     movable = all(s.runner.movable for s in sides)
     rids: list[int] = []
     extra: dict = {}

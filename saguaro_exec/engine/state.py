@@ -133,6 +133,14 @@ class BatchState:
     def all_done(self) -> bool:
         return self.next == len(self.requests) and all(s.done for s in self.slots)
 
+    def needs_refill(self, now_s: float) -> bool:
+        """Whether ``refill`` at ``now_s`` could change anything: a slot finished, no slot is live, or a free
+        slot and an arrived request (the common round: none of these, and the loop skips the refill's work)."""
+        slots = self.slots
+        if not slots or any(s.done for s in slots):
+            return True
+        return len(slots) < self.width and self.next < len(self.requests) and self.arrivals[self.next] <= now_s
+
     def pad_idle(self) -> None:
         """Fill the free slots, up to ``width``, with finished one-token rows no request owns (SSD keeps a
         fixed row count on both sides; ``refill`` gives these slots to arriving requests first, in row order)."""

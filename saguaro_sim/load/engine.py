@@ -15,6 +15,10 @@ simpy timeout per stretch of rounds with a fixed batch: up to the next leave, or
 first round that ends after the next arrival; a stretch's round times follow from the table's columns.
 When the live batch moves to another entry of the config schedule, the live rows' futures are redrawn under
 the new configuration from their current state (the chain is Markov, so this is exact).
+
+Round jitter: with the profile's measured (verification, draft-side) multiplier pairs (profile.executor.jitter)
+each round draws one pair (its own seeded stream, so the futures do not change) that scales the round's two sides
+(costs.RoundCost.jittered); the pairs are drawn a block at a time and a stretch takes the next ones in order.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from saguaro_sim.load.stream import RequestStream
 from saguaro_sim.workload import Workload
 
 CONTEXT_STEP = 32   # round costs are evaluated at the mean context rounded to this many tokens
+JITTER_BLOCK = 1 << 14   # jitter pairs drawn at a time
+JITTER_STREAM = 0x6A17   # the jitter's random stream beside the seed (the futures keep theirs)
 SSD_WIDTHS = ("live", "batch")
 
 
@@ -54,7 +60,7 @@ class Replica:
     NO_ROUND = np.iinfo(np.int64).max
 
     def __init__(self, profile: Profile, schedule: ConfigSchedule, stream: RequestStream, max_batch: int,
-                 seed: int = 0, ssd_width: str = "live") -> None:
+                 seed: int = 0, ssd_width: str = "live", jitter: bool = True) -> None:
         check_choice("ssd_width", ssd_width, SSD_WIDTHS)
         self.profile, self.schedule, self.stream, self.max_batch = profile, schedule, stream, max_batch
         # rows an SSD round forwards while any is live (None: the live ones); the executor keeps min(B, requests)
@@ -90,6 +96,11 @@ class Replica:
         self._costs: dict = {}
         chunk = int(np.percentile(stream.output_tokens, 75))
         self._pools = [FuturePool(band.draws, chunk) for band in self.bands]
+        ex = profile.executor
+        self._pairs = np.asarray(ex.jitter, dtype=float) if jitter and ex is not None and ex.jitter else None
+        self._jit_rng = np.random.default_rng([seed, JITTER_STREAM])
+        self._jv = self._jb = np.empty(0)
+        self._jcur = 0
 
     @property
     def rounds(self) -> int:
@@ -234,6 +245,13 @@ class Replica:
             got = self._costs[key] = round_cost(self.profile, band.spec, batch, key[2] * CONTEXT_STEP, band.fast)
         return got
 
+    def _jitter(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next n rounds' (verification, draft-side) multipliers (not consumed: ``_jcur`` moves on)."""
+        if self._jcur + n > len(self._jv):
+            idx = self._jit_rng.integers(len(self._pairs), size=max(JITTER_BLOCK, n))
+            self._jv, self._jb, self._jcur = self._pairs[idx, 0], self._pairs[idx, 1], 0
+        return self._jv[self._jcur:self._jcur + n], self._jb[self._jcur:self._jcur + n]
+
     def _decode_stretch(self, b: int):
         """Decode the rounds up to the next leave (or join); rows that finished leave."""
         env = self.env
@@ -245,7 +263,10 @@ class Replica:
         context = (self.ctx_sum + float(self.tok[:, c:c + rounds // 2].sum())) / b
         width = self.fixed_width or b
         cost = self._cost(width, context)
-        if cost.miss_s or cost.floor_s:
+        if self._pairs is not None:
+            missed = ~self.hit[:, c:c + rounds].all(axis=0) if cost.miss_s else None
+            times = cost.jittered(*self._jitter(rounds), missed)
+        elif cost.miss_s or cost.floor_s:
             missed = ~self.hit[:, c:c + rounds].all(axis=0)
             times = np.maximum(cost.base_s + cost.miss_s * missed, cost.floor_s)
         else:
@@ -254,6 +275,7 @@ class Replica:
         if b < self.max_batch and self.arrived < len(self.stream):
             rounds = min(rounds, int(np.searchsorted(clock, self.stream.arrival_s[self.arrived])) + 1)
         start, end = env.now, float(clock[rounds - 1])
+        self._jcur += rounds
         fresh = np.flatnonzero(self.fresh)
         self.first_token_s[self.req[fresh]], self.first_round[self.req[fresh]] = float(clock[0]), g
         self.fresh[fresh] = False

@@ -24,13 +24,15 @@ def target_devices_of(profile: Profile) -> int:
 
 def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream: RequestStream, max_batch: int = 64,
                   seed: int = 0, slo: SLO | None = None, gpu_hour_usd: float | None = None,
-                  target_devices: int | None = None, ssd_width: str = "live") -> LoadResult:
+                  target_devices: int | None = None, ssd_width: str = "live", jitter: bool = True) -> LoadResult:
     """Serve `stream` with continuous batching in up to max_batch rows, using `config` (one SpecConfig, or a
     ConfigSchedule giving the config per live batch size); latencies per request, SLO verdicts when `slo`
     is given, cost per million output tokens when `gpu_hour_usd` is. TTFT ends with a request's first decode
     round (its prefill gives no token, as in the executor), TPOT = (finish - first token) / (tokens - 1).
     ssd_width: the rows an SSD round forwards, "live" (the live ones, as AR and SD) or "batch" (all
-    min(max_batch, requests) slots while any is live: saguaro_exec's SSD under load today)."""
+    min(max_batch, requests) slots while any is live: saguaro_exec's SSD under load today). jitter: draw each
+    round's (verification, draft-side) multipliers from the profile's measured pairs (profile.executor.jitter;
+    nothing without them), seeded by ``seed``; False charges every round its mean cost."""
     if not isinstance(profile, Profile):
         raise ConfigError("profile", f"expected Profile, got {type(profile).__name__}", "Profile")
     if isinstance(config, SpecConfig):
@@ -45,8 +47,10 @@ def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream:
     check_number("seed", seed, 0, integer=True)
     if gpu_hour_usd is not None:
         check_number("gpu_hour_usd", gpu_hour_usd, 0.0)
+    if not isinstance(jitter, bool):
+        raise ConfigError("jitter", f"expected true or false, got {jitter!r}", "true | false")
     wall = time.perf_counter()
-    replica = Replica(profile, config, stream, max_batch, seed, ssd_width)
+    replica = Replica(profile, config, stream, max_batch, seed, ssd_width, jitter)
     span = replica.run()
     ttft = replica.first_token_s - stream.arrival_s
     decode = replica.finish_s - replica.first_token_s

@@ -1,0 +1,96 @@
+"""The executor's prefill cost from its own refills: what caching the admitted prompts but their last token costs
+beyond the microbenchmarked forward, as lines of ``profile.executor`` (kinds ``prefill``, the target side, and
+``draft_prefill``, SD's draft side), fitted on the prompt lengths the runs really prefilled.
+
+Why: the microbenchmark grid times forwards of at most a few tens of new tokens per row, so a 40-60-token prompt's
+prefill was the latency model extrapolated, with no executor overhead: the load runs' prefills came out 1.1-1.4x
+their charge. Every round after a refill records the admitted requests (``refill``) and the seconds their batched
+prefill took (``prefill_s``); each admitted row's prompt length is its context in that round (the prompt is cached
+but its last token, which the round feeds). AR and SSD rounds' ``prefill_s`` is the target's prefill alone (SSD's
+draft prefills in its own process, overlapped); SD's is the target's then the draft's, so the draft side is what
+SD's prefills leave after the target side's fitted cost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibration.fit_acceptance import RunRounds
+from calibration.fit_executor import _line
+from calibration.latency import LatencyModel
+from calibration.overheads import ExecutorCosts
+
+
+def prefill_rows(run: RunRounds) -> list[tuple[int, float, float]]:
+    """(rows admitted, their mean prompt tokens, seconds) per batched prefill of one run."""
+    out = []
+    for row in run.rounds:
+        rids, secs = row.get("refill"), row.get("prefill_s")
+        if not rids or not secs or secs <= 0:
+            continue
+        seq, ctx = list(row.get("seq") or []), list(row.get("context") or [])
+        lens = [ctx[seq.index(r)] for r in rids if r in seq and seq.index(r) < len(ctx)]
+        if lens:
+            out.append((len(rids), float(np.mean(lens)), float(secs)))
+    return out
+
+
+def _fit(points: list[tuple[int, float, float]], model) -> tuple[list[float], dict]:
+    """Line of residual seconds (measured - model) against cached tokens (rows x (prompt - 1), the prompt rounded
+    as saguaro_sim.load.costs.prefill_cost rounds it), per token count."""
+    by: dict[float, list[float]] = {}
+    for rows, prompt, secs in points:
+        cached = max(1, round(prompt) - 1)
+        by.setdefault(float(rows * cached), []).append(secs - model(rows, cached))
+    xs = np.asarray(sorted(by))
+    ys = np.asarray([np.mean(by[x]) for x in xs])
+    ns = np.asarray([len(by[x]) for x in xs], float)
+    line = _line(xs, ys, ns)
+    return line, {"n": len(points), "line": line, "tokens": [float(xs.min()), float(xs.max())],
+                  "mean_residual_s": float(np.average(ys, weights=ns))}
+
+
+def fit_prefill(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds]) -> tuple[dict, dict]:
+    """({kind: [base_s, per_token_s]} for ``prefill`` / ``draft_prefill``, info) from the runs' refills (both
+    regimes pooled: a prefill samples nothing); kinds no run measured are left out."""
+    lines: dict[str, list[float]] = {}
+    info: dict = {}
+    own = [p for r in runs if r.mode in ("ar", "ssd") for p in prefill_rows(r)]
+    if own:
+        lines["prefill"], info["prefill"] = _fit(own, lambda b, n: target(b, n, 0.0))
+    sd = [p for r in runs if r.mode == "sd" for p in prefill_rows(r)]
+    if sd:
+        t_line = lines.get("prefill", [0.0, 0.0])
+
+        def target_side(b: int, n: float) -> float:
+            return target(b, n, 0.0) + t_line[0] + t_line[1] * b * n
+
+        lines["draft_prefill"], info["draft_prefill"] = _fit(
+            sd, lambda b, n: target_side(b, n) + draft(b, n, 0.0))
+        if "prefill" not in lines:
+            info["draft_prefill"]["note"] = "no AR / SSD refills: the target side's overhead is in this line too"
+    return lines, info
+
+
+def fit_prefill_points(target: LatencyModel, draft: LatencyModel, target_points: list[tuple[int, float, float]],
+                       draft_points: list[tuple[int, float, float]] | None = None) -> tuple[dict, dict]:
+    """The same lines from timed prefills of each side alone ((rows, mean prompt tokens, seconds), e.g.
+    saguaro_exec.measure.prefill.time_prefills): ``prefill`` against the target model, ``draft_prefill`` the draft's."""
+    lines: dict[str, list[float]] = {}
+    info: dict = {}
+    for kind, pts, model in (("prefill", target_points, target), ("draft_prefill", draft_points or [], draft)):
+        if pts:
+            lines[kind], info[kind] = _fit(pts, lambda b, n, m=model: m(b, n, 0.0))
+            info[kind]["from"] = "timed prefills"
+    return lines, info
+
+
+def with_prefill(costs: ExecutorCosts | None, lines: dict) -> ExecutorCosts | None:
+    """``costs`` with the prefill (or loop, calibration/fit_loop.py) lines added to its greedy regime (neither
+    samples anything, so the sampled regime falls back to them); unchanged when there are none."""
+    if not lines:
+        return costs
+    costs = costs or ExecutorCosts()
+    merged = {r: dict(v) for r, v in costs.lines.items()}
+    merged.setdefault("greedy", {}).update({k: list(v) for k, v in lines.items()})
+    return ExecutorCosts(lines=merged, draft_round=costs.draft_round, jitter=costs.jitter)
