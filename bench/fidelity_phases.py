@@ -47,7 +47,8 @@ def _charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, 
 def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, tuple[float, float]]:
     p, k, t = c.profile, run.k, run.temperature
     ctx = float(np.mean(row.get("context") or [0]))
-    ex = (lambda kind, n: 0.0) if p.executor is None else (lambda kind, n: p.executor(kind, width, n, t))
+    ex = (lambda kind, n: 0.0) if p.executor is None else (lambda kind, n: p.executor(kind, width, n, t,
+                                                                                        run.sampler_c))
     if run.mode == "ar":
         return {"step": (p.target(width, 1, ctx), ex("ar_step", 1))}
     verify = (p.target(width, k + 1, ctx), ex("verify", k + 1))

@@ -16,8 +16,10 @@ class AcceptanceModel:
 
     c_effect maps a Saguaro constant C to a multiplier on every rate (lower C: lower acceptance).
     by_k (optional, fitted): {T: {K: rates}} measured at several lookaheads K; a config at K reads the table
-    of the nearest K measured at that temperature (ties: the larger), since rates depend on K: long rounds
-    consume easy text fast, so more of them start in hard text (greedy decoding of a small pair).
+    of the smallest measured K >= its own (every position it drafts was measured there), else the largest,
+    since rates depend on K: long rounds consume easy text fast, so more of them start in hard text (greedy
+    decoding of a small pair). A shorter table is not stretched: repeating its last rate beyond its K put
+    K = 3 and 4 at T = 0.7 10-16% above their tokens per round (the K = 8 table, truncated: within 2%).
     row_scale (optional, fitted): {T: (m_1, m_2, ...)} multipliers on the rates, one per calibration row
     (request): prompts differ (a tiny pair's greedy text loops on some), so the simulator gives each request
     one drawn from the nearest temperature's pool; empty = every row alike (the closed forms' assumption).
@@ -109,11 +111,13 @@ class AcceptanceModel:
         return self.row_scale[min(self.row_scale, key=lambda t: (abs(t - temperature), t))]
 
     def _at_k(self, t: float, default: tuple[float, ...], k: int) -> tuple[float, ...]:
-        """The rates at temperature t for lookahead k: by_k's nearest measured K (ties: larger), else default."""
+        """The rates at temperature t for lookahead k: by_k's smallest measured K >= k (the largest when none
+        covers k), else default."""
         ks = self.by_k.get(t)
         if not ks:
             return default
-        return ks[min(ks, key=lambda kk: (abs(kk - k), -kk))]
+        covering = [kk for kk in ks if kk >= k]
+        return ks[min(covering) if covering else max(ks)]
 
     def to_dict(self) -> dict:
         d = {"by_temperature": {str(t): list(r) for t, r in self.by_temperature.items()},

@@ -5,7 +5,9 @@ Every forward is costed at the batch width the executor ran it (``forward_widths
 finished rows ride along once the queue is empty, AR and SD forward only their live rows), per kind: verify
 (target, K+1), ar_step (target, 1), draft_step (SD: (round - verify) / K), glue (draft, K+1), fork (no
 microbenchmark: all overhead), tree_step (draft, the round's tree width: the larger schedule total over its rows,
-primary or after-miss), backup_step (neural backup / K). Greedy (T = 0) and sampled (T > 0) runs are fitted apart.
+primary or after-miss), backup_step (neural backup / K). Greedy (T = 0) and sampled (T > 0) runs are fitted apart,
+and the sigma_{F,C}-sampled kinds of runs at C < 1 apart again (``sampled_c``: the sampled line plus their mean
+extra, since the Saguaro sampler adds a top-F, a scatter and a rescale to every sampled row).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from calibration.fit_acceptance import RunRounds, steady_rounds
 from calibration.latency import LatencyModel
-from calibration.overheads import _DRAFT_KINDS, KINDS, ExecutorCosts
+from calibration.overheads import _DRAFT_KINDS, KINDS, SIGMA_KINDS, ExecutorCosts
 
 STALL_MIN_S = 5e-4   # a draft round this much (and 2x its median) above the median counts as a stall
 
@@ -66,15 +68,19 @@ def tree_width(run: RunRounds, row: dict) -> int:
 
 
 def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, int, float, float]]]:
-    """{(regime, kind): [(width, new_tokens, context, seconds)]} from steady rounds."""
+    """{(regime, kind): [(width, new_tokens, context, seconds)]} from steady rounds (regime "sampled_c": the
+    SIGMA_KINDS of runs at T > 0 with C < 1)."""
     out: dict[tuple[str, str], list] = {}
+    sigma = False
 
     def add(regime: str, kind: str, *v: float) -> None:
+        regime = "sampled_c" if sigma and kind in SIGMA_KINDS else regime
         out.setdefault((regime, kind), []).append(tuple(v))
 
     for run in runs:
         k, width = run.k, forward_widths(run)
         regime = "sampled" if run.temperature > 0 else "greedy"
+        sigma = run.temperature > 0 and run.sampler_c < 1
         for row in steady_rounds(run):
             b, c = width(row), _ctx(row)
             if _g(row, "verify_s") > 0:
@@ -108,18 +114,26 @@ def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray) -> list[float]:
     return [float(base), float(slope)]
 
 
-def fit_kind(model: LatencyModel | None, rows: list[tuple]) -> tuple[list[float], dict]:
+def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] | None = None
+             ) -> tuple[list[float], dict]:
     """[base_s, per_token_s] of one kind's overhead: residuals against the microbenchmark model (the whole
-    time for kinds with none) averaged per token count (the mean: stalls are part of what throughput pays)."""
+    time for kinds with none) averaged per token count (the mean: stalls are part of what throughput pays).
+    `above` (a fitted line): the result is that line raised by the rows' mean excess over it (never below it),
+    its slope kept: how the C < 1 rows are fitted on top of the plain sampled ones."""
     by_x: dict[float, list[float]] = {}
     for b, n, c, s in rows:
         by_x.setdefault(float(b * n), []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
     xs = np.asarray(sorted(by_x))
     ys = np.asarray([np.mean(by_x[x]) for x in xs])
     ns = np.asarray([len(by_x[x]) for x in xs], float)
-    line = _line(xs, ys, ns)
+    info: dict = {}
+    if above is None:
+        line = _line(xs, ys, ns)
+    else:
+        extra = max(0.0, float(np.average(ys - (above[0] + above[1] * xs), weights=ns)))
+        line, info["extra_over_sampled_s"] = [float(above[0] + extra), float(above[1])], extra
     return line, {"n": len(rows), "by_tokens": {str(int(x)): {"mean_overhead_s": float(y), "n": int(n)}
-                                                for x, y, n in zip(xs, ys, ns)}, "line": line}
+                                                for x, y, n in zip(xs, ys, ns)}, "line": line, **info}
 
 
 def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds],
@@ -129,12 +143,17 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
     same side's kinds seen in both (SD at T > 0 pays the sampling the SSD runs measured)."""
     all_rows = kind_rows(runs)
     mine = kind_rows([r for r in runs if r.mode == mode]) if mode else {}
-    lines: dict[str, dict] = {"greedy": {}, "sampled": {}}
+    for key in [k for k in all_rows if k[0] == "sampled_c" and ("sampled", k[1]) not in all_rows]:
+        all_rows[("sampled", key[1])] = all_rows.pop(key)   # no C = 1 rows at T > 0: C < 1 is the sampled line
+        if key in mine:
+            mine[("sampled", key[1])] = mine.pop(key)
+    lines: dict[str, dict] = {"greedy": {}, "sampled": {}, "sampled_c": {}}
     info: dict = {}
-    for (regime, kind), rows in all_rows.items():
+    for (regime, kind), rows in sorted(all_rows.items(), key=lambda kv: kv[0][0] == "sampled_c"):
         rows = mine.get((regime, kind)) or rows
         model = None if kind == "fork" else (target if kind in ("verify", "ar_step") else draft)
-        lines[regime][kind], info[f"{regime}.{kind}"] = fit_kind(model, rows)
+        above = lines["sampled"][kind] if regime == "sampled_c" else None
+        lines[regime][kind], info[f"{regime}.{kind}"] = fit_kind(model, rows, above)
     g, s = lines["greedy"], lines["sampled"]
     for side in (_DRAFT_KINDS, tuple(k for k in KINDS if k not in _DRAFT_KINDS)):
         both = [k for k in side if k in g and k in s]

@@ -2,7 +2,9 @@
 
 Each kind (``KINDS``) has a line ``base + per_token * tokens`` (tokens = batch width * new tokens of that
 forward, at the width the executor really runs: finished rows ride along), fitted separately for greedy
-(T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor). ``draft_round``: the
+(T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor);
+the forwards that sample from sigma_{F,C} (``SIGMA_KINDS``) have a third line for C < 1 (``sampled_c``: the
+Saguaro sampler's top-F, scatter and rescale on every sampled row, beyond plain sampling). ``draft_round``: the
 draft process's own time per SSD round beyond its forwards (receiving, settling, looking up, sending), as a
 median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``jitter``: measured
 (verification, cache build) multipliers of single SSD rounds (mean 1 each, drawn as pairs): the two sides overlap,
@@ -20,13 +22,15 @@ from calibration.errors import ConfigError, check_number
 
 KINDS = ("verify", "ar_step", "draft_step", "glue", "fork", "tree_step", "backup_step", "prefill", "draft_prefill",
          "loop")
-REGIMES = ("greedy", "sampled")
+REGIMES = ("greedy", "sampled", "sampled_c")
 _DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
+SIGMA_KINDS = ("draft_step", "tree_step", "backup_step")   # sample from sigma_{F,C}: C < 1 adds work
 
 
 @dataclass(frozen=True)
 class ExecutorCosts:
-    """lines[regime][kind] = (base_s, per_token_s); draft_round = {median_s, stall_s, stall_frac}."""
+    """lines[regime][kind] = (base_s, per_token_s) (regime greedy | sampled | sampled_c, the last only for
+    SIGMA_KINDS); draft_round = {median_s, stall_s, stall_frac}."""
 
     lines: dict = field(default_factory=dict)
     draft_round: dict = field(default_factory=dict)
@@ -42,8 +46,9 @@ class ExecutorCosts:
                                   " | ".join(REGIMES))
             for kind, line in by_kind.items():
                 where = f"profile.executor.lines.{regime}.{kind}"
-                if kind not in KINDS:
-                    raise ConfigError(where, "unknown kind", ", ".join(KINDS))
+                allowed = SIGMA_KINDS if regime == "sampled_c" else KINDS
+                if kind not in allowed:
+                    raise ConfigError(where, "unknown kind", ", ".join(allowed))
                 if not isinstance(line, list | tuple) or len(line) != 2:
                     raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s]")
                 check_number(f"{where}[0]", line[0], -10.0, 10.0)
@@ -62,11 +67,14 @@ class ExecutorCosts:
                           float(check_number(f"profile.executor.jitter[{i}][1]", pair[1], 0.0, 20.0))))
         object.__setattr__(self, "jitter", tuple(pairs))
 
-    def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0) -> float:
+    def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0,
+                 sampler_c: float = 1.0) -> float:
         """Overhead (s; negative when the executor beats the microbenchmark) of one forward of this kind at
-        this width; a kind fitted in one regime only uses that regime's line (0 when never fitted)."""
+        this width; a kind fitted in one regime only uses that regime's line (0 when never fitted); at T > 0
+        with C < 1 the ``sampled_c`` line where fitted, else the sampled one."""
         regime, other = ("sampled", "greedy") if temperature > 0 else ("greedy", "sampled")
-        line = self.lines.get(regime, {}).get(kind) or self.lines.get(other, {}).get(kind)
+        line = self.lines.get("sampled_c", {}).get(kind) if temperature > 0 and sampler_c < 1 else None
+        line = line or self.lines.get(regime, {}).get(kind) or self.lines.get(other, {}).get(kind)
         return 0.0 if line is None else line[0] + line[1] * batch * new_tokens
 
     def with_draft_round(self, draft_round: dict) -> ExecutorCosts:

@@ -2,7 +2,7 @@
 
 Each forward costs its microbenchmarked latency (profile.target / profile.draft at the batch width the
 executor runs) plus the executor's overhead for that kind of forward (profile.executor, fitted per kind,
-greedy vs sampled). SSD's cache build on one draft device = glue(K+1) + fork + K tree steps over the branches
+greedy vs sampled, and the sigma_{F,C}-sampled kinds apart at C < 1). SSD's cache build on one draft device = glue(K+1) + fork + K tree steps over the branches
 the tree holds that round; the draft's own per-round time (profile.executor.draft_round) is added on the
 draft side: its mean in the closed forms, drawn per round (median plus stall tail) in the simulator, which also
 scales each SSD round's verification and build by a measured pair of multipliers (profile.executor.jitter, mean 1:
@@ -45,7 +45,7 @@ class RoundCosts:
 
     def _over(self, kind: str, batch: int, new_tokens: int) -> float:
         ex = self.profile.executor
-        return 0.0 if ex is None else ex(kind, batch, new_tokens, self.spec.temperature)
+        return 0.0 if ex is None else ex(kind, batch, new_tokens, self.spec.temperature, self.spec.sampler_c)
 
     def verify(self, batch: int, context: float) -> float:
         """One verification of K+1 tokens per sequence."""

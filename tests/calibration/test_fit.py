@@ -52,14 +52,16 @@ def test_neural_backup_speculations_pooled_with_primary_ones():
 
 
 def test_acceptance_per_lookahead_when_several_were_run():
-    """Runs at K = 2 and K = 6 at one temperature: a config reads the nearest K's table (ties: the larger)."""
+    """Runs at K = 2 and K = 6 at one temperature: a config reads the smallest measured K covering its own
+    (every position it drafts measured, not a short table's last rate repeated), the largest beyond them all."""
     short, long = (0.95, 0.9), (0.6, 0.6, 0.6, 0.6, 0.6, 0.6)
     p = fit(grid(), run_meas(short, k=2, seed=4), run_meas(long, k=6, seed=5))
     acc = p.acceptance
     assert sorted(acc.by_k[0.0]) == [2, 6]
+    assert acc.rates(1, 0.0) == pytest.approx(short[:1], abs=0.03)
     assert acc.rates(2, 0.0) == pytest.approx(short, abs=0.03)
-    assert acc.rates(3, 0.0)[:2] == pytest.approx(short, abs=0.03)   # nearest K: 2
-    assert acc.rates(4, 0.0)[:2] == pytest.approx((0.6, 0.6), abs=0.04)   # tie 2 / 6: the larger
+    assert acc.rates(3, 0.0) == pytest.approx((0.6,) * 3, abs=0.04)   # K = 2 does not cover 3: K = 6, truncated
+    assert acc.expected_tokens(3, 0.0) == pytest.approx(1 + 0.6 + 0.36 + 0.216, abs=0.06)
     assert len(acc.rates(8, 0.0)) == 8 and acc.mean_alpha(8, 0.0) == pytest.approx(0.6, abs=0.03)
     assert AcceptanceModel.from_dict(acc.to_dict()) == acc
 
