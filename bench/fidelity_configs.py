@@ -23,6 +23,10 @@ CALIBRATION = [  # acceptance/hits at T 0, 0.7, 1.0 up to K = 8, C < 1, both bac
     S(mode="ar", k=0, temperature=0.7, batch_size=6),
     S(mode="sd", k=4, temperature=0.0, batch_size=6),
     S(mode="sd", k=3, temperature=0.7, batch_size=6),
+    # SSD sampled at width 4 with a 64-branch-token tree: the sampled tree / glue / fork lines and the draft's
+    # own round (q rows) were fitted at widths 1-2 only and ran 0.2-0.9 ms short per round at T0.7 b4
+    # (bench/fidelity_phases.py on the 2026-12-01 session-5 runs); appended, so older saved runs still replay
+    S(mode="ssd", k=6, budget=16, temperature=1.0, batch_size=4),
 ]
 QUICK_CALIBRATION = [CALIBRATION[i] for i in (0, 1, 3, 6, 9, 11)]
 

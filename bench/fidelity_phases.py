@@ -57,7 +57,7 @@ def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[s
     tw = tree_width(run, row)
     out = {"verify": verify, "msg": (c.message(width, False)[1], 0.0), "glue": (p.draft(width, k + 1, ctx),
            ex("glue", k + 1)), "fork": (0.0, ex("fork", k + 1)),
-           "tree": (k * p.draft(width, tw, ctx), k * ex("tree_step", tw)), "draft_round": (0.0, c.draft_round_mean())}
+           "tree": (k * p.draft(width, tw, ctx), k * ex("tree_step", tw)), "draft_round": (0.0, c.draft_round_mean(width, tw))}
     if c.resolved.protocol == "push":   # the verifier's own part of its wait (cache in hand -> outcome looked up);
         out["wait"] = (0.0, p.verifier_gap_s)   # the rest of it is the draft binding, in the simulated round
     if _g(row, "backup_s") > 0:     # the backup that made this round's speculation

@@ -228,7 +228,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         pre, prov["prefill_fit"] = fit_prefill(models["target"], models["draft"], runs)
         loop, prov["loop_fit"] = fit_loop(runs)
         costs = with_prefill(costs, {**pre, **loop})
-        m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s, costs.draft_round_mean())
+        m_eff, prov["link_executor"] = effective_link_s(ssd_like, link_s, costs.draft_round_mean(1))
         prov["link_executor"]["measured"] = ssd_phases(ssd_like)
         if m_eff is not None:
             prov["link_microbench_s"] = link_s

@@ -6,7 +6,8 @@ forward, at the width the executor really runs: finished rows ride along), fitte
 the forwards that sample from sigma_{F,C} (``SIGMA_KINDS``) have a third line for C < 1 (``sampled_c``: the
 Saguaro sampler's top-F, scatter and rescale on every sampled row, beyond plain sampling). ``draft_round``: the
 draft process's own time per SSD round beyond its forwards (receiving, settling, looking up, sending), as a
-median plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``jitter``: measured
+median (a line in the batch width and the pushed cache's q rows where fitted: ``per_row_s``, ``per_q_row_s``)
+plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``jitter``: measured
 (verification, cache build) multipliers of single SSD rounds (mean 1 each, drawn as pairs): the two sides overlap,
 so a round lasts the longer of the two, and their round-to-round spread lengthens the mean round where they are
 balanced (E[max] > max of the means). ``prefill`` / ``draft_prefill``: a batched prefill's overhead on the target
@@ -53,7 +54,7 @@ class ExecutorCosts:
                     raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s]")
                 check_number(f"{where}[0]", line[0], -10.0, 10.0)
                 check_number(f"{where}[1]", line[1], -1.0, 1.0)
-        for key in ("median_s", "stall_s"):
+        for key in ("median_s", "stall_s", "per_row_s", "per_q_row_s"):
             check_number(f"profile.executor.draft_round.{key}", self.draft_round.get(key, 0.0), 0.0, 10.0)
         check_number("profile.executor.draft_round.stall_frac", self.draft_round.get("stall_frac", 0.0), 0.0, 1.0)
         if not isinstance(self.jitter, list | tuple):
@@ -85,10 +86,18 @@ class ExecutorCosts:
         """A copy with the per-round (verify, build) multipliers replaced."""
         return ExecutorCosts(lines=self.lines, draft_round=self.draft_round, jitter=tuple(jitter))
 
-    def draft_round_mean(self) -> float:
-        """Mean per-round draft-side overhead: median + stall_frac * stall_s."""
+    def draft_round_median(self, width: int = 0, q_rows: int = 0) -> float:
+        """Median draft-side time of a round forwarding `width` rows whose pushed cache carries `q_rows` draft
+        distribution rows: median_s + per_row_s * width + per_q_row_s * q_rows (the last two fitted only
+        where the calibration runs spanned several; absent: the plain median)."""
         d = self.draft_round
-        return float(d.get("median_s", 0.0)) + float(d.get("stall_frac", 0.0)) * float(d.get("stall_s", 0.0))
+        return (float(d.get("median_s", 0.0)) + float(d.get("per_row_s", 0.0)) * width
+                + float(d.get("per_q_row_s", 0.0)) * q_rows)
+
+    def draft_round_mean(self, width: int = 0, q_rows: int = 0) -> float:
+        """Mean per-round draft-side overhead: the median at (width, q_rows) + stall_frac * stall_s."""
+        d = self.draft_round
+        return self.draft_round_median(width, q_rows) + float(d.get("stall_frac", 0.0)) * float(d.get("stall_s", 0.0))
 
     def to_dict(self) -> dict:
         d = {"lines": {r: {k: list(v) for k, v in by.items()} for r, by in self.lines.items()},

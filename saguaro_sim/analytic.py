@@ -152,10 +152,9 @@ def round_times(profile: Profile, spec: SpecConfig, batch: int, context: float, 
     verify = c.verify(batch, context) if spec.mode != "ar" else c.ar_step(batch, context)
     build = build_miss = backup = up = down = cache = 0.0
     if spec.mode == "ssd":
-        over = c.draft_round_mean()
         wide = max(c.tree_width(False), c.tree_width(True))
-        build = c.build(batch, context, c.tree_width(False)) + over
-        build_miss = c.build(batch, context, wide) + over
+        build = c.build(batch, context, c.tree_width(False)) + c.draft_round_mean(batch, c.tree_width(False))
+        build_miss = c.build(batch, context, wide) + c.draft_round_mean(batch, wide)
         backup = c.backup(batch, context, fast)
         up, down = c.message(batch, False)[1], c.message(batch, True)[1]
         cache = c.cache_message(batch, c.tree_width(False))[1] if rs.protocol == "push" else 0.0

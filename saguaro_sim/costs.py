@@ -3,8 +3,8 @@
 Each forward costs its microbenchmarked latency (profile.target / profile.draft at the batch width the
 executor runs) plus the executor's overhead for that kind of forward (profile.executor, fitted per kind,
 greedy vs sampled, and the sigma_{F,C}-sampled kinds apart at C < 1). SSD's cache build on one draft device = glue(K+1) + fork + K tree steps over the branches
-the tree holds that round; the draft's own per-round time (profile.executor.draft_round) is added on the
-draft side: its mean in the closed forms, drawn per round (median plus stall tail) in the simulator, which also
+the tree holds that round; the draft's own per-round time (profile.executor.draft_round: a line in the batch
+width and the q rows it sends where fitted) is added on the draft side: its mean in the closed forms, drawn per round (median plus stall tail) in the simulator, which also
 scales each SSD round's verification and build by a measured pair of multipliers (profile.executor.jitter, mean 1:
 the closed forms use the means, so they agree with the simulation only where one side clearly binds).
 """
@@ -77,19 +77,30 @@ class RoundCosts:
         tree = max(0.0, draft(batch, width, context) + self._over("tree_step", batch, width))
         return glue + max(0.0, self._over("fork", batch, k + 1)) + k * tree
 
-    def draft_round(self) -> tuple[float, float, float]:
-        """(median, stall, stall fraction) of the draft's own per-round time (zeros when not fitted)."""
+    def q_rows(self, batch: int, width: int) -> int:
+        """Draft distribution rows the draft sends a round at T > 0: the pushed cache's (batch x branches x K),
+        in reply the one speculation's (batch x K); none at T = 0."""
+        if self.spec.temperature <= 0:
+            return 0
+        return batch * self.spec.k * (max(1, width) if self.resolved.protocol == "push" else 1)
+
+    def draft_round(self, batch: int = 0, width: int = 0) -> tuple[float, float, float]:
+        """(median, stall, stall fraction) of the draft's own per-round time at this batch and tree width
+        (zeros when not fitted)."""
         ex = self.profile.executor
-        d = ex.draft_round if ex is not None else {}
-        return float(d.get("median_s", 0.0)), float(d.get("stall_s", 0.0)), float(d.get("stall_frac", 0.0))
+        if ex is None:
+            return 0.0, 0.0, 0.0
+        d = ex.draft_round
+        return (ex.draft_round_median(batch, self.q_rows(batch, width)), float(d.get("stall_s", 0.0)),
+                float(d.get("stall_frac", 0.0)))
 
     def jitter(self) -> tuple[tuple[float, float], ...]:
         """Measured (verify, build) multipliers of single SSD rounds (empty when not fitted)."""
         ex = self.profile.executor
         return ex.jitter if ex is not None else ()
 
-    def draft_round_mean(self) -> float:
-        m, s, f = self.draft_round()
+    def draft_round_mean(self, batch: int = 0, width: int = 0) -> float:
+        m, s, f = self.draft_round(batch, width)
         return m + f * s
 
     def backup(self, batch: int, context: float, fast: bool) -> float:

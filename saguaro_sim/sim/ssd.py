@@ -5,7 +5,7 @@ message's time, as the executor's send is). Meanwhile every draft device builds 
 (glue + fork + K tree steps over the branches of the schedule the outstanding speculation uses; after a
 miss the after-miss schedule's; round r's verification and build scaled by the r-th pair of measured
 multipliers drawn from profile.executor.jitter, when fitted), and the lead (device 0) adds its own per-round time (profile.executor's
-draft_round: median, plus a stall drawn in a fraction of rounds). Reply protocol: the lead answers once its
+draft_round: median at the round's width and q rows, plus a stall drawn in a fraction of rounds). Reply protocol: the lead answers once its
 cache is built and the outcome has arrived: at once when every sequence hit, after the backup (neural: K
 draft steps; fast: profile.fast_backup_s) when any sequence missed, busy while sending the speculation. If
 building takes longer than verification, the verifier waits.
@@ -45,6 +45,7 @@ class SSDEngine(Engine):
         self.built = [env.event() for _ in range(self.draft_devices)]
         self.backup_rounds = 0
         self._round = self.costs.draft_round()
+        self._medians: dict[tuple[int, bool], float] = {}   # the median per (width, after a miss)
         stalls = self._round[1] > 0 and self._round[2] > 0
         self._stall_rng = np.random.default_rng(int(self.state.rng.integers(2**62))) if stalls else None
         self._stalls: list[bool] = []
@@ -64,9 +65,13 @@ class SSDEngine(Engine):
     def _build_s(self, b: int, ctx: float, from_backup: bool, device: int = 0) -> float:
         return self.costs.build(b, ctx, self.costs.tree_width(from_backup, device))
 
-    def _draft_round_s(self) -> float:
-        """The lead's own time this round: the median, plus a stall in a stall_frac share of rounds."""
-        median, stall, frac = self._round
+    def _draft_round_s(self, b: int, from_backup: bool) -> float:
+        """The lead's own time this round: the median (at this width and tree), plus a stall in a stall_frac
+        share of rounds."""
+        _, stall, frac = self._round
+        median = self._medians.get((b, from_backup))
+        if median is None:
+            median = self._medians[b, from_backup] = self.costs.draft_round(b, self.costs.tree_width(from_backup))[0]
         if self._stall_rng is None:
             return median
         if not self._stalls:
@@ -129,7 +134,7 @@ class SSDEngine(Engine):
         self.link.send(self.to_verifier, None, first[1], "speculation", first[0])
         while True:
             b, ctx, from_backup = st.n_forward, st.mean_context(), st.any_from_backup()
-            t_build = self._build_s(b, ctx, from_backup) * self._jit(self._b_round, 1) + self._draft_round_s()
+            t_build = self._build_s(b, ctx, from_backup) * self._jit(self._b_round, 1) + self._draft_round_s(b, from_backup)
             self._b_round += 1
             start = env.now
             for d in range(1, self.draft_devices):
