@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibration.fit import run_of  # noqa: E402
 from calibration.fit_acceptance import RunRounds, steady_rounds  # noqa: E402
-from calibration.fit_executor import forward_widths, tree_width  # noqa: E402
+from calibration.fit_executor import _own_from_stamps, forward_widths, tree_width  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
 from calibration.profile import Profile  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
@@ -69,7 +69,8 @@ def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[s
 def _measured(run: RunRounds, row: dict) -> dict[str, float]:
     """{phase: measured s} of one round (SD's draft includes the catch-up after the verification, as the
     executor fit's draft_step does; SSD's draft_round is the round's time beyond the draft's forwards and the
-    outcome send in rounds the draft bound, as calibration.fit_executor.draft_round fits it, else 0)."""
+    outcome send in rounds the draft bound, else 0: runs without hand-off stamps; with them ``breakdown``
+    takes the stamps' own time, as calibration.fit_executor.draft_round fits it)."""
     span = _g(row, "t1") - _g(row, "t0")
     if run.mode == "ar":
         return {"step": _g(row, "verify_s"), "other": span - _g(row, "verify_s")}
@@ -105,13 +106,18 @@ def breakdown(profile: Profile, runs: list[Measurements], sim: dict | None = Non
             for _ in row.get("refill") or []:
                 prefill.append(_g(row, "prefill_s") / len(row["refill"]))
         steady = steady_rounds(run)
+        own = _own_from_stamps(run) if run.mode == "ssd" else None   # the draft's stamps, where recorded
+        own_mean = float(np.mean([o for o, _, _ in own])) if own else None
         for row in steady:
             width = width_of(row)
             n_rounds += 1
             widths.append(width)
             spans.append(_g(row, "t1") - _g(row, "t0"))
             tokens.append(sum(int(a) + 1 for a in row.get("accepted") or []))
-            for ph, v in _measured(run, row).items():
+            measured = _measured(run, row)
+            if own_mean is not None:
+                measured["draft_round"] = own_mean
+            for ph, v in measured.items():
                 meas.setdefault(ph, []).append(v)
             for ph, (mi, ov) in _charges(costs, run, row, width).items():
                 micro.setdefault(ph, []).append(mi)

@@ -1,5 +1,6 @@
 """Executor costs from real runs' rounds: overheads per kind of forward (beyond the microbenchmarks), the
-draft's own per-round time in SSD (median + stall tail), and the effective one-way message time.
+draft's own per-round time in SSD (median, a line in the batch width and q rows where the runs span several,
++ stall tail), and the effective one-way message time.
 
 Every forward is costed at the batch width the executor ran it (``forward_widths``: recorded per round; SSD's
 finished rows ride along once the queue is empty, AR and SD forward only their live rows), per kind: verify
