@@ -36,7 +36,7 @@ class Rotary:
 
     def __init__(self, config: ModelConfig) -> None:
         self._inv_freq = inv_freq(config)
-        self._per_device: dict[torch.device, torch.Tensor] = {}
+        self._per_device: dict = {}            # device (and heads): inv_freq there
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [B, T] -> cos, sin [B, 1, T, head_dim] in dtype."""
@@ -50,6 +50,26 @@ class Rotary:
         sin = emb.sin()
         sin[..., :half].neg_()              # signed sin: apply_rope needs one roll instead of rotate_half
         return emb.cos().to(dtype), sin.to(dtype)
+
+    def cos_sin_heads(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int, kept: int
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [B, T] -> cos, sin [B, T, rotated + kept, head_dim]: ``cos_sin``'s values for the first
+        ``rotated`` heads (the same float operations), angle 0 (cos 1, sin 0) for the ``kept`` ones, so one
+        RoPE over q, k and v together leaves v as it is (the lean forward's single RoPE per layer)."""
+        dev = positions.device
+        key = (dev, rotated, kept)
+        got = self._per_device.get(key)
+        if got is None:                   # inv_freq and zeros [2, D/2]; which of the two each head takes
+            base = self._inv_freq.to(dev)
+            got = self._per_device[key] = (torch.stack([base, torch.zeros_like(base)]),
+                                           torch.tensor([0] * rotated + [1] * kept, device=dev))
+        f, heads = got
+        b, t = positions.shape
+        angles = positions.to(torch.float32).view(b, t, 1, 1) * f     # [B, T, 2, D/2]
+        emb = torch.cat((angles, angles), dim=-1)
+        sin = emb.sin()
+        sin[..., :angles.shape[-1]].neg_()
+        return emb.cos().to(dtype).index_select(2, heads), sin.to(dtype).index_select(2, heads)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from torch import nn
 from saguaro_exec.model.config import ModelConfig
 from saguaro_exec.model.flash import flash_attend
 from saguaro_exec.model.kv_cache import KVCache
+from saguaro_exec.model.lean_forward import lean_eligible, lean_hidden
 from saguaro_exec.model.rope import Rotary, apply_rope
 
 _HAS_GQA_SDPA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)
@@ -152,6 +153,8 @@ class Transformer(nn.Module):
                 raise ValueError(f"cache batch {cache.batch} != tokens batch {b}")
             if mask is not None and (mask.shape[0] != b or mask.shape[1] != t or mask.shape[2] > cache.capacity):
                 raise ValueError(f"mask shape {tuple(mask.shape)} does not fit tokens {b}x{t} / capacity {cache.capacity}")
+        if lean_eligible(self, cache, mask, seqlens):
+            return lean_hidden(self, tokens, positions, cache, slots, mask)
         x = self.model.embed_tokens(tokens)
         cos, sin = self.rotary.cos_sin(positions, x.dtype)
         for layer in self.model.layers:
