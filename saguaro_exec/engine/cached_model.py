@@ -57,17 +57,19 @@ class CachedModel:
         chunk, which no later query sees before it is overwritten. ``graphed=False`` (prefills) keeps a
         one-off shape out of the CUDA graphs.
         """
-        return self._extend(chunks, start, graphed)
+        logits, sizes = self._extend(chunks, start, graphed)
+        return logits, torch.tensor(sizes, dtype=torch.long)
 
     def _extend(self, chunks: list[list[int]], start: torch.Tensor | list[int], graphed: bool
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+                ) -> tuple[torch.Tensor, list[int]]:
+        """``extend`` with the chunk sizes as a list (the callers below check them in Python)."""
         sizes = [len(c) for c in chunks]
         width = max(1, max(sizes))
         if min(sizes) == width:                                   # common case: no padding needed
             toks = torch.tensor(chunks, dtype=torch.long)
         else:
             toks = torch.tensor([c + [0] * (width - len(c)) for c in chunks], dtype=torch.long)
-        return self._decode(toks, start, graphed), torch.tensor(sizes, dtype=torch.long)
+        return self._decode(toks, start, graphed), sizes
 
     @torch.inference_mode()
     def decode(self, tokens: torch.Tensor, start: torch.Tensor | list[int], graphed: bool = True) -> torch.Tensor:
@@ -169,24 +171,26 @@ class CachedModel:
             cache = cache.rows(0, b)
         elif b < cache.batch:
             tokens, positions, slots, mask, _ = pad_step(tokens, positions, slots, mask, None, cache.batch)
-        return self.model(tokens, positions, cache, slots, mask, **extra)[:b]
+        out = self.model(tokens, positions, cache, slots, mask, **extra)
+        return out if out.shape[0] == b else out[:b]
 
     @torch.inference_mode()
     def last_logits(self, chunks: list[list[int]], start: torch.Tensor, graphed: bool = True) -> torch.Tensor:
         """``extend`` and keep only the logits after each chunk's last real token: [B, V]."""
-        logits, lengths = self._extend(chunks, start, graphed)
-        if bool((lengths == logits.shape[1]).all()):
+        logits, sizes = self._extend(chunks, start, graphed)
+        if min(sizes) == logits.shape[1]:
             return logits[:, -1]
-        idx = to_device((lengths - 1).clamp_min(0), logits.device)
+        idx = to_device(torch.tensor([max(0, s - 1) for s in sizes], dtype=torch.long), logits.device)
         return logits[torch.arange(len(chunks), device=logits.device), idx]
 
     @torch.inference_mode()
     def tail_logits(self, chunks: list[list[int]], start: torch.Tensor, n: int) -> torch.Tensor:
         """``extend`` and keep the logits of each chunk's last ``n`` real tokens: [B, n, V]."""
-        logits, lengths = self._extend(chunks, start, True)
-        if bool((lengths == logits.shape[1]).all()) and logits.shape[1] >= n:
+        logits, sizes = self._extend(chunks, start, True)
+        if min(sizes) == logits.shape[1] >= n:
             return logits[:, logits.shape[1] - n:]
-        idx = to_device((lengths.view(-1, 1) - n + torch.arange(n).view(1, -1)).clamp_min(0), logits.device)
+        idx = to_device((torch.tensor(sizes, dtype=torch.long).view(-1, 1) - n + torch.arange(n).view(1, -1))
+                        .clamp_min(0), logits.device)
         return logits.gather(1, idx.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
 
     @torch.inference_mode()

@@ -48,3 +48,35 @@ def test_lookup_matches_brute_force():
             if rank[b] >= 0:                              # hit <=> rank below the fan-out there
                 assert hit[b] == (rank[b] < int(fan[b, acc[b]]))
     assert layout.lookup(rows, [0, 0, 0], f.branch_t[:, 0].tolist(), 8)[0][0]
+
+
+def test_tree_drafts_each_branch_as_plain_greedy_would():
+    """Every valid branch (k, t) of a built cache holds the draft's own greedy continuation of prefix +
+    the k accepted sent tokens + t, for rows of different lengths (the tree region's common offset)."""
+    import time
+
+    from exec_helpers import plain_greedy, tiny_models
+
+    from saguaro_exec.sampling import make_generator
+    from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
+
+    _, draft = tiny_models()
+    k = 3
+    ws = WorkerSpec(k=k, fanout=(3, 2, 1, 2), fanout_miss=(1, 1, 1, 1), sampler_c=1.0, backup="neural",
+                    temperature=0.0, max_new=16)
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8]]
+    w = DraftWorker(draft, [list(p) for p in prompts], ws, make_generator(0, "cpu"), time.perf_counter())
+    w.start()
+    for _ in range(2):                          # the second build starts from an applied outcome
+        w.build()
+        c = w.cache
+        for b in range(2):
+            for j in range(c.tokens.shape[1]):
+                if not bool(c.fork.valid[b, j]):
+                    continue
+                a, t = int(c.fork.branch_k[b, j]), int(c.fork.branch_t[b, j])
+                prefix = w.drafter.seqs[b] + w.sent[b][:a] + [t]
+                assert c.tokens[b, j].tolist() == plain_greedy(draft, prefix, k), (b, j)
+        f = c.fork
+        w.take([int(f.branch_k[0, 0]), int(f.branch_k[1, 0])], [int(f.branch_t[0, 0]), int(f.branch_t[1, 0])],
+               [False, False])

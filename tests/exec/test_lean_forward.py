@@ -92,3 +92,17 @@ def test_lean_forward_follows_weights_changed_in_place():
         model.model.layers[0].self_attn.v_proj.weight.mul_(-1.5)
         model.model.layers[0].mlp.up_proj.weight.add_(0.1)
     _assert_same(model)
+
+
+def test_lean_forward_follows_replaced_parameters_and_half_precision():
+    """A parameter replaced after a forward (a copied source and a directly read one) is picked up; in
+    bfloat16 (norms through their modules) the lean forward is still the module forward."""
+    cfg = ModelConfig(vocab_size=40, hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2,
+                      intermediate_size=48)
+    model = random_model(cfg, seed=5, std=0.3)
+    _assert_same(model)
+    attn = model.model.layers[0].self_attn
+    for lin in (attn.q_proj, attn.o_proj):
+        lin.weight = torch.nn.Parameter(lin.weight.detach() * 0.5)
+    _assert_same(model)
+    _assert_same(model.to(torch.bfloat16))
