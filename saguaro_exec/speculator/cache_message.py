@@ -171,6 +171,20 @@ class CacheRows:
         self.head = [w[o:o + end].tolist() for o in range(0, base, width)]
         self.last = w[base:base + 1 + 2 * len(CACHE_PHASES)].tolist()
 
+    def keyed(self, layout: CacheLayout) -> list[dict[tuple[int, int], int]]:
+        """Per row, each valid branch key (k, t) -> its first branch index: ``lookup``'s hit and branch as one
+        dict lookup (the draft builds these while the outcome is awaited, off its critical path)."""
+        n = self.n
+        ko, to, vo = layout.branch_k.start, layout.branch_t.start, layout.valid.start
+        out = []
+        for row in self.head:
+            keys: dict[tuple[int, int], int] = {}
+            for j, (kk, tt, ok) in enumerate(zip(row[ko:ko + n], row[to:to + n], row[vo:vo + n])):
+                if ok == 1 and (kk, tt) not in keys:
+                    keys[kk, tt] = j
+            out.append(keys)
+        return out
+
     def span(self, b: int, start: int, stop: int) -> list[int]:
         if self.w is None:
             return self.rows[b][start:stop]

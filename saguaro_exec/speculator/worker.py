@@ -64,6 +64,7 @@ class DraftWorker:
                                                  for _ in range(2))]
         self.words: memoryview | None = None       # the message's words (stamp, CacheRows)
         self._table: CacheRows | None = None       # the message's lookup table (``index_cache``)
+        self._keyed: list[dict] = []               # ... and its branch keys per row (CacheRows.keyed)
         self._sent_t = torch.zeros(bsz, ws.k, dtype=torch.long)   # the sent tokens for fork, rewritten each
         self._sent_w = words(self._sent_t)                        # build (fork reads it there and then)
         self.sent: list[list[int]] | None = None   # the outstanding speculation's tokens (host rows)
@@ -128,6 +129,7 @@ class DraftWorker:
         sent, while the outcome is awaited: off both critical paths; ``take`` makes it otherwise)."""
         if self._table is None:
             self._table = CacheRows(self.layout, self.words)
+            self._keyed = self._table.keyed(self.layout)
 
     def answer(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int], done: list[bool]) -> Reply:
         """Look the outcome up in the cache; rows that miss get the backup's speculation."""
@@ -142,13 +144,16 @@ class DraftWorker:
         acc = acc.tolist() if isinstance(acc, torch.Tensor) else acc
         bonus = bonus.tolist() if isinstance(bonus, torch.Tensor) else bonus
         self.index_cache()
-        hits, ranks, toks, js = self.layout.lookup(self._table, acc, bonus, self.ws.n_rank)
+        k, so = self.ws.k, self.layout.tokens.start      # ``layout.lookup``'s hits, branches and tokens,
+        js = [keys.get(key, -1) for keys, key in zip(self._keyed, zip(acc, bonus))]   # by dict (ranks:
+        toks = [row[so + j * k:so + (j + 1) * k] if j >= 0 else [0] * k               # ``reply``)
+                for row, j in zip(self._table.head, js)]
         self._pending = (acc, bonus, self.sent, done)     # applied by the next build, or now on a miss
-        live_miss = [not h and not d for h, d in zip(hits, done)]
+        live_miss = [j < 0 and not d for j, d in zip(js, done)]
         rows_in = refill_rows(done, self.admitted - self.next)
         for b in rows_in:                                  # finished rows take the next prompts, as the
             live_miss[b] = True                            # verifier's refill: their speculation is a backup
-        times, backup_q = dict(self.times), None
+        backup_q = backup_t = None
         if any(live_miss):
             self._settle()
             if rows_in:                                    # one batched prefill, as the verifier's refill
@@ -157,17 +162,22 @@ class DraftWorker:
             tb = self._now()
             b_tokens, backup_q = self._backup(torch.tensor(live_miss, dtype=torch.bool))
             toks = [bt if m else t for bt, t, m in zip(b_tokens.tolist(), toks, live_miss)]
-            times["backup"] = (tb, self._now())
+            backup_t = (tb, self._now())
         self.sent, self._from_backup = toks, live_miss
         self.answered = (t0, self._now())
-        times["reply"] = self.answered
-        self._answer = (hits, ranks, js, backup_q, times)
+        self._answer = (acc, bonus, js, backup_q, backup_t)
         return any(live_miss)
 
     def reply(self) -> Reply:
-        """The Reply for the last ``take`` (call it before the next ``build``: q rows come from the cache)."""
-        hits, ranks, js, backup_q, times = self._answer
-        bsz, q = len(hits), self.cache.q
+        """The Reply for the last ``take`` (call it before the next ``build``: q rows and the bonus ranks
+        come from the cache)."""
+        acc, bonus, js, backup_q, backup_t = self._answer
+        bsz, q = len(js), self.cache.q
+        ranks = self.layout.lookup(self._table, acc, bonus, self.ws.n_rank)[1]
+        times = dict(self.times)
+        if backup_t is not None:
+            times["backup"] = backup_t
+        times["reply"] = self.answered
         live_miss = self.from_backup
         if q is not None:                                  # a miss reads branch 0 (then replaced)
             rows, j = torch.arange(bsz), torch.tensor([max(0, x) for x in js], dtype=torch.long)
@@ -175,8 +185,8 @@ class DraftWorker:
             if backup_q is not None:
                 q = torch.where(live_miss.view(-1, 1, 1).to(q.device), backup_q.to(q.device), q)
         tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)
-        return Reply(torch.tensor(hits, dtype=torch.bool), torch.tensor(ranks, dtype=torch.long), live_miss,
-                     tokens, q, times)
+        return Reply(torch.tensor([j >= 0 for j in js], dtype=torch.bool), torch.tensor(ranks, dtype=torch.long),
+                     live_miss, tokens, q, times)
 
     def _settle(self) -> None:
         """Apply the last outcome to the draft's sequences (deferred off the reply's critical path)."""

@@ -13,7 +13,7 @@ from exec_helpers import tiny_models
 
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.sampling import make_generator
-from saguaro_exec.speculator.cache_message import CacheLayout
+from saguaro_exec.speculator.cache_message import CacheLayout, CacheRows
 from saguaro_exec.speculator.validate import check_cache
 from saguaro_exec.speculator.worker import DraftWorker, WorkerSpec
 
@@ -72,6 +72,16 @@ def test_verifier_lookup_equals_the_drafts(fanout):
                 assert t2[b] == toks[b].tolist() and j2[b] >= 0
         seen_hit |= h2[0]
         seen_miss |= not h2[0]
+        for table in (CacheRows(layout, rows), CacheRows(layout, w.message)):   # the draft's dict lookup
+            assert [keys.get((a, t), -1) for keys, a, t in zip(table.keyed(layout), acc.tolist(),
+                                                              bonus.tolist())] == j2
+        w.index_cache()
+        w._pending = None
+        w.take(acc.tolist(), bonus.tolist(), [False, False])          # the draft's answer: the same reply
+        r = w.reply()
+        assert r.hit.tolist() == h2 and r.rank.tolist() == r2
+        assert [row for row, h in zip(w.sent, h2) if h] == [row for row, h in zip(t2, h2) if h]
+        w.sent = [[0] * K, [0] * K]
     assert seen_hit and seen_miss
 
 
