@@ -41,6 +41,13 @@ class KVCache:
         self.k[layer].scatter_(2, index, k.to(self.k.dtype))
         self.v[layer].scatter_(2, index, v.to(self.v.dtype))
 
+    def layers(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """Per-layer K and V [B, KVH, capacity, D] views, made once (the lean forward writes through them)."""
+        got = self.__dict__.get("_layers")
+        if got is None:
+            got = self.__dict__["_layers"] = (self.k.unbind(0), self.v.unbind(0))
+        return got
+
     def view(self, layer: int, num_slots: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of slots [0, num_slots) of one layer: [B, KVH, num_slots, D] views."""
         return self.k[layer, :, :, :num_slots], self.v[layer, :, :, :num_slots]

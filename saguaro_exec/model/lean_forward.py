@@ -98,9 +98,9 @@ def lean_hidden(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor,
     b, t = tokens.shape
     h, kvh, d = c.num_heads, c.num_kv_heads, c.head_dim
     x = F.embedding(tokens, plan.embed).view(b * t, -1)
-    cos, sin = model.rotary.cos_sin_heads(positions, x.dtype, h + kvh, kvh)   # [B, T, heads, D]
+    cos, sin = model.rotary.cos_sin_heads(positions, x.dtype, h + kvh, kvh, cache.capacity)   # [B, T, heads, D]
     n_slots = mask.shape[-1]
-    k_all, v_all = cache.k.unbind(0), cache.v.unbind(0)                  # per layer, written in place
+    k_all, v_all = cache.layers()                                        # per layer, written in place
     k_seen, v_seen = cache.k[:, :, :, :n_slots].unbind(0), cache.v[:, :, :, :n_slots].unbind(0)
     index = slots.to(cache.k.device).view(b, 1, t, 1).expand(b, kvh, t, d)
     mask4 = mask.unsqueeze(1)

@@ -8,6 +8,8 @@ import torch
 
 from saguaro_exec.model.config import ModelConfig
 
+_TABLE_MAX = 1 << 21      # elements of a cos/sin table over every position ([P, heads, D]: 8 MiB each)
+
 
 def inv_freq(config: ModelConfig) -> torch.Tensor:
     """Per-pair inverse frequencies [head_dim/2], float32 on CPU, scaling applied."""
@@ -36,6 +38,7 @@ class Rotary:
 
     def __init__(self, config: ModelConfig) -> None:
         self._inv_freq = inv_freq(config)
+        self.max_positions = config.max_position_embeddings
         self._per_device: dict = {}            # device (and heads): inv_freq there
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,26 +54,41 @@ class Rotary:
         sin[..., :half].neg_()              # signed sin: apply_rope needs one roll instead of rotate_half
         return emb.cos().to(dtype), sin.to(dtype)
 
-    def cos_sin_heads(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int, kept: int
+    def cos_sin_heads(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int, kept: int, bound: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [B, T] -> cos, sin [B, T, rotated + kept, head_dim]: ``cos_sin``'s values for the first
-        ``rotated`` heads (the same float operations), angle 0 (cos 1, sin 0) for the ``kept`` ones, so one
-        RoPE over q, k and v together leaves v as it is (the lean forward's single RoPE per layer)."""
+        """positions [B, T] (all < ``bound``) -> cos, sin [B, T, rotated + kept, head_dim]: ``cos_sin``'s
+        values for the first ``rotated`` heads (the same float operations), angle 0 (cos 1, sin 0) for the
+        ``kept`` ones, so one RoPE over q, k and v together leaves v as it is (the lean forward's single RoPE
+        per layer). On the CPU, read from a table over positions [0, bound) when that is small (tiny
+        models: 2 torch calls instead of 12); not on a GPU, where CUDA graphs would keep reading a table
+        that a longer bound replaced."""
         dev = positions.device
-        key = (dev, rotated, kept)
+        key = (dev, dtype, rotated, kept)
         got = self._per_device.get(key)
-        if got is None:                   # inv_freq and zeros [2, D/2]; which of the two each head takes
+        if got is None or (got[2] is not None and got[2][0].shape[0] < bound):
             base = self._inv_freq.to(dev)
-            got = self._per_device[key] = (torch.stack([base, torch.zeros_like(base)]),
-                                           torch.tensor([0] * rotated + [1] * kept, device=dev))
-        f, heads = got
+            f = torch.stack([base, torch.zeros_like(base)])           # rotated heads' and kept heads' rows
+            heads = torch.tensor([0] * rotated + [1] * kept, device=dev)
+            table, n = None, max(bound, self.max_positions)
+            if dev.type == "cpu" and n * (rotated + kept) * 2 * f.shape[1] <= _TABLE_MAX:
+                table = tuple(t[0].index_select(1, heads)
+                              for t in self._cos_sin_2(torch.arange(n, device=dev).view(1, -1), f, dtype))
+            got = self._per_device[key] = (f, heads, table)             # table: cos, sin [P, heads, D]
+        f, heads, table = got
+        if table is not None:
+            return table[0][positions], table[1][positions]
+        cos, sin = self._cos_sin_2(positions, f, dtype)
+        return cos.index_select(2, heads), sin.index_select(2, heads)
+
+    @staticmethod
+    def _cos_sin_2(positions: torch.Tensor, f: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, signed sin [B, T, 2, D] of positions [B, T] at the frequency rows f [2, D/2]."""
         b, t = positions.shape
         angles = positions.to(torch.float32).view(b, t, 1, 1) * f     # [B, T, 2, D/2]
         emb = torch.cat((angles, angles), dim=-1)
         sin = emb.sin()
         sin[..., :angles.shape[-1]].neg_()
-        return emb.cos().to(dtype).index_select(2, heads), sin.to(dtype).index_select(2, heads)
-
+        return emb.cos().to(dtype), sin.to(dtype)
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
