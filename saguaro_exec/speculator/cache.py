@@ -94,7 +94,8 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
     """K batched tree steps over all branches; each step samples from sigma_{F_i,C} (greedy at T=0). Runs
     where the fork's tensors are (prefix_len on the host), without a host sync: ``SpecCache.host`` then
     brings the fork and tokens over in one transfer. Every row's tree region starts at the same slot (the
-    longest row's L + K), so each step's mask update is one block copy and its slots one view."""
+    longest row's L + K), so each step's mask update is one block copy, its slots one view, and step i
+    attends only the slots written so far."""
     bsz, n = f.branch_t.shape
     dev = f.branch_t.device
     top = int(prefix_len.max()) + k                                          # first tree slot, every row
@@ -107,9 +108,10 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
     slots = torch.arange(top, width, device=dev).view(k, 1, n).expand(k, bsz, n)
     tok = f.branch_t
     toks, qs = [], []
-    for i in range(k):
-        mask[:, :, top + i * n:top + (i + 1) * n] = own
-        logits = runner.forward(tok, seen + i, slots[i], mask)               # [B, N, V]
+    for i in range(k):                       # step i attends slots [0, top + (i+1) N): none later is written yet
+        end = top + (i + 1) * n
+        mask[:, :, end - n:end] = own
+        logits = runner.forward(tok, seen + i, slots[i], mask[:, :, :end])   # [B, N, V]
         if temperature <= 0:
             tok = logits.argmax(-1)
         else:
