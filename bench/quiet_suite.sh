@@ -15,20 +15,22 @@ quiet() {
   echo "$(date -u +%FT%TZ) $1 load $(cut -d' ' -f1-3 /proc/loadavg) steal $(awk -v a=$((st-s1)) -v b=$((t2-t1)) 'BEGIN{printf "%.2f%%", 100*a/b}')" | tee -a "$OUT/load.log"
 }
 DEEP=saguaro_exec/assets/tiny/target-deep
+# The optimizer's own SSD choice at temperature $1 (autotune on the deep pair: fresh profile, simulated best SSD),
+# measured beside AR and SD at K 3-5, medians of 5 interleaved repeats; $2 names the outputs.
+opt_step() {
+  $PY -m saguaro autotune --target $DEEP --temperature "$1" --out "$OUT/autotune_T$1" > "$OUT/autotune_T$1.txt" 2>&1
+  read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$OUT/autotune_T$1/autotune.json")
+  echo "optimizer's SSD choice at T=$1: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
+  $PY bench/bench_exec.py --target $DEEP --batches 1 --temps "$1" --repeats 5 \
+    --modes ar,sd@3,sd@4,sd@5,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
+}
 for s in "${steps[@]}"; do
   quiet "start $s"
   case $s in
     exec_deep) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 0.7 --repeats 5 \
                  --modes ar,sd@2,sd@3,sd@4,ssd,ssd@4 --out "$OUT/bench_exec_deep.json" > "$OUT/bench_exec_deep.txt" 2>&1 ;;
-    exec_deep_opt) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 --repeats 5 \
-                 --modes ar,sd@3,sd@4,sd@5,ssd --k 7 --fanout 5,3,7,3,2,2,2,8 --backup fast \
-                 --out "$OUT/bench_exec_deep_optimizer.json" > "$OUT/bench_exec_deep_optimizer.txt" 2>&1 ;;
-    exec_deep07_opt)  # the optimizer's own SSD choice at T = 0.7 (autotune on the deep pair), then SD at its K's beside it
-               $PY -m saguaro autotune --target $DEEP --temperature 0.7 --out "$OUT/autotune07" > "$OUT/autotune07.txt" 2>&1
-               read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$OUT/autotune07/autotune.json")
-               $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
-                 --modes ar,sd@3,sd@4,sd@5,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" \
-                 --out "$OUT/bench_exec_deep07_optimizer.json" > "$OUT/bench_exec_deep07_optimizer.txt" 2>&1 ;;
+    exec_deep_opt)   opt_step 0 bench_exec_deep_optimizer ;;
+    exec_deep07_opt) opt_step 0.7 bench_exec_deep07_optimizer ;;
     exec_deep07_wide) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
                  --modes ar,sd@4,sd@5,ssd@4,ssd@5 --budget 32 --backup neural \
                  --out "$OUT/bench_exec_deep07_wide.json" > "$OUT/bench_exec_deep07_wide.txt" 2>&1 ;;
