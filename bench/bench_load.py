@@ -8,7 +8,13 @@ The levels come from the simulator's capacity of each mode (saturated throughput
 requests at t = 0): light = 0.3 x the smallest, knee = 1.0 x the median, overloaded = 1.5 x the largest
 (``--fractions``). Per (mode, load): predicted vs measured p50 TPOT, p99 TPOT and throughput with relative
 errors (issue 16's targets: 10 %, 20 %, 10 %), the median of ``--repeats`` runs interleaved (every config
-once per pass, A B C A B C) with their spread; the SD-vs-SSD crossover (on p99 TPOT) predicted and measured.
+once per pass, A B C A B C) with their spread and range as the cell's noise floor, the error beyond it (0 when the
+prediction lies inside the repeats' range, else its distance to the nearest repeat / the median) and the targets
+met plainly and beyond noise; the SD-vs-SSD crossover (on p99 TPOT) predicted and measured. The machine's speed
+drift is probed as bench_fidelity does (``speed_probe``: a fixed target + draft workload timed before and after
+every run, and around this run's calibration steps, the prefill timings and fixed-batch runs); per cell the
+prediction is also given re-simulated at the cell's drift (median probe of its repeats / of the calibration
+steps'), beside the plain one, with its errors and targets.
 Both sides mean the same thing: the simulator charges SSD rounds at every row the executor forwards
 (``--ssd-width batch``: its SSD keeps fixed-shape rows under load), every output token comes from a decode round
 (the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
@@ -37,8 +43,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_fidelity import cpu_times, steal_share  # noqa: E402
-from bench.load_compare import LEVELS, TARGETS, compare_row, crossover, load_levels, summarize  # noqa: E402
+from bench.bench_fidelity import cpu_times, speed_probe, steal_share  # noqa: E402
+from bench.fidelity_stats import speed_drift  # noqa: E402
+from bench.load_compare import (  # noqa: E402
+    LEVELS,
+    TARGETS,
+    compare_row,
+    crossover,
+    load_levels,
+    noise_floors,
+    summarize,
+    target_counts,
+)
 from bench.load_phases import run_phases, sim_phases, timed_prefills, with_timed_prefills, workload_run  # noqa: E402
 from calibration.errors import ConfigError  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
@@ -90,15 +106,28 @@ def _tokens_per_round(profile: Profile, spec: SpecConfig) -> float:
     return float(np.arange(1, len(pmf) + 1) @ pmf)
 
 
-def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args) -> dict:
-    """One real load-mode run; its metrics, whether every request made the stream's output tokens, and its
-    phases against the simulator's charges."""
+def _drift_adjusted(profile: Profile, spec: SpecConfig, stream: RequestStream, f: float | None, args) -> dict | None:
+    """The prediction on a machine ``f`` x slower than the profile's costs: every cost x f is the same
+    simulation with the arrivals / f, its times x f (exact: the simulator has no other clock)."""
+    if f is None:
+        return None
+    res = simulate_load(profile, spec, RequestStream(stream.arrival_s / f, stream.prompt_tokens, stream.output_tokens),
+                        max_batch=args.batch, seed=args.seed, ssd_width=args.ssd_width)
+    return {"tpot_p50_s": res.tpot_s["p50"] * f, "tpot_p99_s": res.tpot_s["p99"] * f, "throughput": res.throughput / f}
+
+
+def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args,
+             probe) -> dict:
+    """One real load-mode run; its metrics, whether every request made the stream's output tokens, its
+    phases against the simulator's charges, and the speed probe around it (mean of before and after)."""
     from saguaro_exec import RunConfig, run
 
+    before = probe()
     rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=tokens, arrivals={"trace": str(trace)},
                         profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
+    after = probe()
     tr = load_trace(trace)
-    return {"tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
+    return {"speed_probe_s": (before + after) / 2, "tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
             "ttft_p99_s": rep.ttft_s["p99"],
             "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, tr.output_tokens)), "wall_s": rep.wall_s,
             "phases": run_phases(rep.measurements.rounds, profile, spec, float(np.mean(tr.prompt_tokens)),
@@ -175,15 +204,23 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     try:
+        from saguaro_exec.io.assets import tiny_pair_paths
+
         profile = _profile(args.profile)
         load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
+        probe = speed_probe(*map(str, tiny_pair_paths()), args.threads)
+        reference = [probe()]       # the machine's speed while this run calibrates (prefills, fixed-batch runs)
         ids = _prompt_ids()
         lens = [len(p) for p in ids]
         specs = _specs(profile, args.modes, args.k, args.batch, args.tokens, round(float(np.mean(lens))))
         prefills = timed_prefills(ids, args.batch, args.threads) if args.prefill == "timed" else None
-        fixed = {m: workload_run(profile, s, ids, args.tokens, prefills, ssd_protocol=args.protocol,
-                                 threads=args.threads, seed=args.seed) if args.acceptance == "workload"
-                 else (profile, None) for m, s in specs.items()}
+        reference.append(probe())
+        fixed = {}
+        for m, s in specs.items():
+            fixed[m] = workload_run(profile, s, ids, args.tokens, prefills, ssd_protocol=args.protocol,
+                                    threads=args.threads, seed=args.seed) if args.acceptance == "workload" \
+                else (profile, None)
+            reference.append(probe())
         profiles = {m: p if rows is not None or prefills is None else with_timed_prefills(p, prefills, m)
                     for m, (p, rows) in fixed.items()}
         # the fixed-batch run's rounds charged as the load runs' are (SSD's not: its draft ran in this process)
@@ -213,12 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     with tqdm(total=len(order), desc="load runs", disable=args.no_progress) as bar:
         for m, lvl in order:
             bar.set_postfix_str(f"{m} {lvl}")
-            samples[(m, lvl)].append(_measure(specs[m], profiles[m], ids, traces[lvl], args.tokens, args))
+            samples[(m, lvl)].append(_measure(specs[m], profiles[m], ids, traces[lvl], args.tokens, args, probe))
             bar.update()
     rows = []
     for m, lvl in configs:
         med, spread = summarize(samples[(m, lvl)])
-        row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread)
+        f = speed_drift([s["speed_probe_s"] for s in samples[(m, lvl)]], reference)
+        adjusted = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), f, args)
+        row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread, samples[(m, lvl)], adjusted, f)
         row["repeats"] = samples[(m, lvl)]
         row["phases"] = {"predicted": predicted[(m, lvl)]["phases"], "measured": samples[(m, lvl)][0]["phases"],
                          "fixed_batch": fixed_phases[m]}
@@ -233,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
               "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
               "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
+              "noise_floor": noise_floors(rows), "targets_met": target_counts(rows),
+              "speed_probe": {"reference_s": reference, "what": "bench_fidelity.speed_probe: target and draft "
+                              "forwards of 4 tokens, median of 15 each; before and after every run"},
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
               "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),
               "wall_s": time.perf_counter() - t0, "traces": {k: str(v) for k, v in traces.items()}}
@@ -249,6 +291,34 @@ def _pct(x: float | None) -> str:
     return "   -  " if x is None else f"{100 * x:+6.1f}%"
 
 
+def _count(c: dict | None) -> str:
+    return "-" if c is None else f"{c['met']}/{c['of']}"
+
+
+def _print_noise(r: dict) -> None:
+    """Per (mode, load): the repeats' spread, the error beyond their range, the speed drift and the drift-adjusted
+    errors; then the targets met, plainly and beyond noise."""
+    keys = ("tpot_p50_s", "tpot_p99_s", "throughput")
+    print("noise (spread: (max - min) / median of the repeats; beyond: the prediction's distance to the repeats' "
+          "range / median; drift: speed probe during the cell / during calibration; adj: prediction re-simulated "
+          "at that speed):")
+    print(f"{'mode':4} {'load':10} | {'spread p50 p99 tok/s':>24} | {'beyond p50 p99 tok/s':>24} | {'drift':>5} | "
+          f"{'adj err p50 p99 tok/s':>24} | {'adj beyond p50 p99 tok/s':>24}")
+    for row in r["rows"]:
+        adj = [row[k].get("drift_adjusted") or {} for k in keys]
+        print(f"{row['mode']:4} {row['level']:10} | " + " ".join(_pct(row[k]["spread"]) for k in keys) + " | " +
+              " ".join(_pct(row[k]["beyond_noise"]) for k in keys) + " | " +
+              ("  -  " if row["drift"] is None else f"{row['drift']:5.2f}") + " | " +
+              " ".join(_pct(a.get("rel_error")) for a in adj) + " | " + " ".join(_pct(a.get("beyond_noise")) for a in adj))
+    nf, t = r["noise_floor"], r["targets_met"]
+    print("noise floor (median / worst spread): " + ", ".join(
+        f"{k} {_pct(nf[k]['median_spread']).strip()} / {_pct(nf[k]['max_spread']).strip()}" for k in keys))
+    print(f"targets met (p50 TPOT {TARGETS['tpot_p50_s']:.0%}, p99 TPOT {TARGETS['tpot_p99_s']:.0%}, throughput "
+          f"{TARGETS['throughput']:.0%}): plainly {_count(t.get('plain'))}, beyond noise "
+          f"{_count(t.get('plain_beyond_noise'))}; drift-adjusted {_count(t.get('drift_adjusted'))}, beyond noise "
+          f"{_count(t.get('drift_adjusted_beyond_noise'))}")
+
+
 def _print(r: dict) -> None:
     print("capacity (simulated, req/s): " + ", ".join(f"{m} {c:.2f}" for m, c in r["capacity_qps"].items()))
     print("levels (req/s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["levels_qps"].items()))
@@ -261,6 +331,7 @@ def _print(r: dict) -> None:
             p, q = (f"{v * scale:.2f}" if v is not None else "-" for v in (c["predicted"], c["measured"]))
             cells.append(f"{p + ' / ' + q:>{22 if m != 'throughput' else 16}} {_pct(c['rel_error'])}")
         print(f"{row['mode']:4} {row['level']:10} {row['qps']:6.2f} | " + " | ".join(cells))
+    _print_noise(r)
     print("phases (first repeat; measured / charged on the simulator's cost model at the executor's widths; fixed: "
           "the fixed-batch run's rounds so; gap: the time between rounds / its loop charge):")
     print(f"{'mode':4} {'load':10} | {'rounds pred/meas':>16} | {'rows charged pred / forwarded meas':>36} | "

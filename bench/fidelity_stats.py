@@ -53,6 +53,14 @@ def beyond_noise(rel_error: float, spread: float) -> float:
     return max(0.0, abs(rel_error) - spread)
 
 
+def speed_drift(probes: Sequence[float | None], reference: Sequence[float | None]) -> float | None:
+    """Median speed probe (seconds of a fixed workload, bench_fidelity.speed_probe) of a config's runs over the
+    reference runs' (> 1: the machine was slower then); None when either side lacks a probe."""
+    if not probes or not reference or None in probes or None in reference:
+        return None
+    return float(np.median(probes) / np.median(reference))
+
+
 def noise_floor(spreads: Mapping[str, float]) -> dict:
     """Median and worst repeat spread over configs (the accuracy no prediction can beat in this run)."""
     if not spreads:

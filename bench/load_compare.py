@@ -1,5 +1,6 @@
 """Pure helpers of the load-fidelity benchmark (bench_load.py): the three load levels from the simulator's
-capacities, predicted-vs-measured rows with relative errors, and the SD-vs-SSD crossover on either side."""
+capacities, predicted-vs-measured rows with relative errors, the repeats' spread as the noise floor and the error
+beyond it, target counts, and the SD-vs-SSD crossover on either side."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from bench.fidelity_stats import noise_floor, repeat_spread
 from calibration.errors import ConfigError
 
 METRICS = ("tpot_p50_s", "tpot_p99_s", "throughput")
@@ -34,15 +36,65 @@ def rel_error(predicted: float | None, measured: float | None) -> float | None:
     return (predicted - measured) / measured
 
 
-def compare_row(mode: str, level: str, qps: float, predicted: Mapping, measured: Mapping, spread: Mapping) -> dict:
-    """One (mode, load) row: predicted, measured (median of repeats), relative errors, repeat spread, and
-    whether each error is within issue 16's target."""
-    row: dict = {"mode": mode, "level": level, "qps": qps}
+def beyond_repeats(predicted: float | None, repeats: Sequence[float], measured: float | None) -> float | None:
+    """The error noise cannot explain: 0 when ``predicted`` lies inside the repeats' range, else its distance to
+    the nearest repeat relative to ``measured`` (their median; the same scale as ``rel_error``). None when any
+    is missing or not finite."""
+    v = [x for x in repeats if x is not None and math.isfinite(x)]
+    if (predicted is None or not math.isfinite(predicted) or not v or len(v) < len(repeats) or measured is None
+            or not measured > 0):
+        return None
+    return max(0.0, min(v) - predicted, predicted - max(v)) / measured
+
+
+def _verdicts(metric: str, predicted: float | None, measured: float | None, repeats: Sequence[float]) -> dict:
+    err = rel_error(predicted, measured)
+    beyond = beyond_repeats(predicted, repeats, measured) if repeats else None
+    return {"predicted": predicted, "rel_error": err,
+            "within_target": None if err is None else abs(err) <= TARGETS[metric],
+            "beyond_noise": beyond, "within_target_beyond_noise": None if beyond is None else beyond <= TARGETS[metric]}
+
+
+def compare_row(mode: str, level: str, qps: float, predicted: Mapping, measured: Mapping, spread: Mapping,
+                repeats: Sequence[Mapping] = (), adjusted: Mapping | None = None, drift: float | None = None) -> dict:
+    """One (mode, load) row: predicted, measured (median of ``repeats``), relative errors, the repeats' spread
+    and range (the noise floor of this cell), the error beyond that range, whether each error is within issue
+    16's target plainly and beyond noise, and the same for the ``adjusted`` (drift-adjusted) prediction."""
+    row: dict = {"mode": mode, "level": level, "qps": qps, "drift": drift}
     for m in METRICS:
-        err = rel_error(predicted.get(m), measured.get(m))
-        row[m] = {"predicted": predicted.get(m), "measured": measured.get(m), "rel_error": err,
-                  "spread": spread.get(m), "within_target": None if err is None else abs(err) <= TARGETS[m]}
+        vals = [r.get(m) for r in repeats]
+        finite = [x for x in vals if x is not None and math.isfinite(x)]
+        row[m] = {**_verdicts(m, predicted.get(m), measured.get(m), vals), "measured": measured.get(m),
+                  "spread": spread.get(m), "range": [min(finite), max(finite)] if finite else None}
+        if adjusted is not None:
+            row[m]["drift_adjusted"] = _verdicts(m, adjusted.get(m), measured.get(m), vals)
     return row
+
+
+def target_counts(rows: Sequence[Mapping]) -> dict:
+    """Targets met over rows x metrics: plainly and beyond noise, for the plain and (where rows carry it) the
+    drift-adjusted predictions; each as {"met", "of"} (cells without a verdict left out), per metric too."""
+    def count(cells: list) -> dict:
+        known = [c for c in cells if c is not None]
+        return {"met": sum(known), "of": len(known)}
+
+    out: dict = {}
+    for side in ("plain", "drift_adjusted"):
+        cells = {m: [r[m] if side == "plain" else r[m].get("drift_adjusted") for r in rows] for m in METRICS}
+        if side != "plain" and all(c is None for cs in cells.values() for c in cs):
+            continue
+        for key in ("within_target", "within_target_beyond_noise"):
+            name = side if key == "within_target" else f"{side}_beyond_noise"
+            per = {m: count([c and c[key] for c in cs]) for m, cs in cells.items()}
+            out[name] = {"met": sum(p["met"] for p in per.values()), "of": sum(p["of"] for p in per.values()),
+                         "by_metric": per}
+    return out
+
+
+def noise_floors(rows: Sequence[Mapping]) -> dict:
+    """Per metric, the median and worst repeat spread over the (mode, load) cells (fidelity_stats.noise_floor)."""
+    return {m: noise_floor({f"{r['mode']} {r['level']}": r[m]["spread"] for r in rows if r[m]["spread"] is not None})
+            for m in METRICS}
 
 
 def winners(rows: Sequence[Mapping], side: str, a: str = "sd", b: str = "ssd", metric: str = "tpot_p99_s") -> list:
@@ -83,14 +135,14 @@ def crossover(rows: Sequence[Mapping], a: str = "sd", b: str = "ssd", metric: st
 
 
 def summarize(samples: Sequence[Mapping]) -> tuple[dict, dict]:
-    """(median, relative spread (max - min) / median) per metric over repeats (None where a repeat lacks it)."""
+    """(median, relative spread (max - min) / median) per metric over repeats (None where a repeat lacks it;
+    spread None where the median is not positive)."""
     med, spread = {}, {}
     for m in METRICS:
         v = [s.get(m) for s in samples]
         if not v or any(x is None or not math.isfinite(x) for x in v):
             med[m] = spread[m] = None
             continue
-        a = np.asarray(v, dtype=float)
-        med[m] = float(np.median(a))
-        spread[m] = float((a.max() - a.min()) / med[m]) if med[m] > 0 else None
+        med[m] = float(np.median(v))
+        spread[m] = repeat_spread(v) if med[m] > 0 else None
     return med, spread

@@ -1,5 +1,6 @@
-"""bench/bench_load.py: its helpers (load levels, errors, the SD-vs-SSD crossover) and a tiny real run that
-writes the JSON and the PNG with every (mode, load) row predicted and measured."""
+"""bench/bench_load.py: its helpers (load levels, errors, the noise floor and errors beyond it, target counts,
+the drift-adjusted prediction, the SD-vs-SSD crossover) and a tiny real run that writes the JSON and the PNG with
+every (mode, load) row predicted and measured."""
 
 import importlib.util
 import json
@@ -12,7 +13,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.load_compare import compare_row, crossover, crossover_qps, load_levels  # noqa: E402
+from bench.load_compare import (  # noqa: E402
+    beyond_repeats,
+    compare_row,
+    crossover,
+    crossover_qps,
+    load_levels,
+    noise_floors,
+    summarize,
+    target_counts,
+)
 from calibration.errors import ConfigError  # noqa: E402
 
 
@@ -46,10 +56,71 @@ def test_crossover_interpolates_in_log_ratio_and_checks_sides():
     assert crossover_qps([{"qps": 1.0, "ratio": 0.5}, {"qps": 2.0, "ratio": 0.8}]) is None
 
 
-def test_bench_load_smoke(tmp_path):
+def test_beyond_noise_is_the_distance_to_the_repeats_range():
+    reps = [0.9, 1.0, 1.2]                                   # median 1.0
+    assert beyond_repeats(1.1, reps, 1.0) == 0.0             # inside the range
+    assert beyond_repeats(1.5, reps, 1.0) == pytest.approx(0.3)
+    assert beyond_repeats(0.7, reps, 1.0) == pytest.approx(0.2)
+    assert beyond_repeats(0.7, [0.9, None], 1.0) is None and beyond_repeats(None, reps, 1.0) is None
+
+
+def _cell(p50, p99, tput):
+    return {"tpot_p50_s": p50, "tpot_p99_s": p99, "throughput": tput}
+
+
+def test_rows_count_targets_plainly_and_beyond_noise():
+    # repeats of p50 TPOT 10 / 12 / 14 ms (spread 4/12 = 33%); the prediction 8 ms is 33% fast, 2 ms (17%) below
+    # the fastest repeat; with the machine 1.25x slower than at calibration the adjusted 10 ms is inside the range
+    reps = [_cell(0.010, 0.020, 100.0), _cell(0.012, 0.021, 104.0), _cell(0.014, 0.022, 108.0)]
+    med, spread = summarize(reps)
+    assert med == _cell(0.012, 0.021, 104.0) and spread["tpot_p50_s"] == pytest.approx(1 / 3)
+    row = compare_row("sd", "knee", 2.0, _cell(0.008, 0.0215, 120.0), med, spread, reps,
+                      adjusted=_cell(0.010, 0.0225, 96.0), drift=1.25)
+    p50, p99, tp = row["tpot_p50_s"], row["tpot_p99_s"], row["throughput"]
+    assert p50["rel_error"] == pytest.approx(-1 / 3) and not p50["within_target"]
+    assert p50["beyond_noise"] == pytest.approx(0.002 / 0.012) and not p50["within_target_beyond_noise"]
+    assert p50["range"] == [0.010, 0.014] and p50["drift_adjusted"]["beyond_noise"] == 0.0
+    assert p99["beyond_noise"] == 0.0 and p99["within_target"] and p99["drift_adjusted"]["within_target"]
+    assert tp["beyond_noise"] == pytest.approx(12 / 104) and tp["within_target_beyond_noise"] is False
+    assert tp["drift_adjusted"]["rel_error"] == pytest.approx(-8 / 104)
+    t = target_counts([row])
+    assert (t["plain"]["met"], t["plain_beyond_noise"]["met"]) == (1, 1)           # p99 only
+    assert (t["drift_adjusted"]["met"], t["drift_adjusted_beyond_noise"]["met"]) == (2, 3)
+    assert t["plain"]["of"] == 3 and t["plain"]["by_metric"]["tpot_p99_s"] == {"met": 1, "of": 1}
+    assert "drift_adjusted" not in target_counts([compare_row("sd", "x", 1.0, med, med, spread, reps)])
+    assert noise_floors([row])["throughput"]["max_spread"] == pytest.approx(8 / 104)
+
+
+def _bench_load():
     spec = importlib.util.spec_from_file_location("bench_load", ROOT / "bench" / "bench_load.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_drift_adjusted_prediction_scales_time_not_the_workload():
+    import numpy as np
+
+    from calibration.profile import load_preset
+    from saguaro_sim import SpecConfig
+    from saguaro_sim.load import RequestStream, simulate_load
+
+    mod = _bench_load()
+    prof, spec = load_preset("cpu-tinypair"), SpecConfig(mode="sd", k=3, batch_size=2)
+    args = mod.parse(["--batch", "2"])
+    at_once = RequestStream(np.zeros(4), np.full(4, 40), np.full(4, 8))
+    plain = simulate_load(prof, spec, at_once, max_batch=2, seed=0, ssd_width="batch")
+    same = mod._drift_adjusted(prof, spec, at_once, 1.0, args)
+    assert same == {"tpot_p50_s": plain.tpot_s["p50"], "tpot_p99_s": plain.tpot_s["p99"],
+                    "throughput": plain.throughput}
+    slow = mod._drift_adjusted(prof, spec, at_once, 1.5, args)   # all at t = 0: every time x 1.5
+    assert slow["tpot_p99_s"] == pytest.approx(1.5 * plain.tpot_s["p99"])
+    assert slow["throughput"] == pytest.approx(plain.throughput / 1.5)
+    assert mod._drift_adjusted(prof, spec, at_once, None, args) is None
+
+
+def test_bench_load_smoke(tmp_path):
+    mod = _bench_load()
     out = tmp_path / "load.json"
     assert mod.main(["--modes", "sd,ssd", "--requests", "3", "--tokens", "4", "--repeats", "1", "--batch", "2",
                      "--no-progress", "--out", str(out)]) == 0
@@ -65,10 +136,19 @@ def test_bench_load_smoke(tmp_path):
         for m in ("tpot_p50_s", "tpot_p99_s", "throughput"):   # a 4-token request may finish in its first round
             assert r[m]["predicted"] >= 0 and r[m]["measured"] >= 0 and math.isfinite(r[m]["rel_error"])
         assert r["throughput"]["predicted"] > 0 and r["throughput"]["measured"] > 0
+        assert r["drift"] > 0 and r["repeats"][0]["speed_probe_s"] > 0
+        for m in ("tpot_p50_s", "tpot_p99_s", "throughput"):   # one repeat: no spread, its value is the range
+            c = r[m]
+            assert c["spread"] in (0.0, None) and c["range"][0] == c["range"][1] == c["measured"]
+            assert c["beyond_noise"] == pytest.approx(abs(c["rel_error"]))
+            assert c["drift_adjusted"]["predicted"] >= 0 and "within_target_beyond_noise" in c["drift_adjusted"]
         pred, meas = r["phases"]["predicted"], r["phases"]["measured"]
         if r["mode"] == "ssd":   # the executor's SSD forwards both rows every round; the simulator charges both
             assert set(pred["rounds_by_width"]) == set(meas["rounds_by_width"]) == {"2"}
         assert sum(meas["rounds_by_width"].values()) == meas["rounds"] > 0
     assert data["crossover"]["pair"] == "sd vs ssd" and len(data["crossover"]["measured"]) == 3
     assert data["load_average_start"] and "steal_share" in data
+    assert len(data["speed_probe"]["reference_s"]) == 4 and set(data["noise_floor"]) == {"tpot_p50_s", "tpot_p99_s",
+                                                                                          "throughput"}
+    assert {"plain", "plain_beyond_noise", "drift_adjusted", "drift_adjusted_beyond_noise"} <= set(data["targets_met"])
     assert all(Path(p).is_file() for p in data["traces"].values())

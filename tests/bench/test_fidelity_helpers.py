@@ -12,6 +12,7 @@ from bench.fidelity_stats import (
     median_of,
     noise_floor,
     repeat_spread,
+    speed_drift,
 )
 from calibration import ConfigError, Measurements
 
@@ -49,6 +50,11 @@ def test_spread_median_and_beyond_noise():
     assert beyond_noise(0.10, 0.20) == 0.0
     floor = noise_floor({"a": 0.1, "b": 0.5, "c": 0.2})
     assert floor == {"n": 3, "median_spread": pytest.approx(0.2), "max_spread": pytest.approx(0.5), "worst": "b"}
+
+
+def test_speed_drift_is_the_ratio_of_median_probes():
+    assert speed_drift([0.12, 0.15, 0.11], [0.10, 0.09, 0.11]) == pytest.approx(1.2)   # a 1.2x slower machine
+    assert speed_drift([0.1, None], [0.1]) is None and speed_drift([], [0.1]) is None
     assert noise_floor({})["n"] == 0
 
 
