@@ -127,8 +127,8 @@ def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Pa
                         profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
     after = probe()
     tr = load_trace(trace)
-    return {"speed_probe_s": (before + after) / 2, "tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
-            "ttft_p99_s": rep.ttft_s["p99"],
+    return {"tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
+            "ttft_p99_s": rep.ttft_s["p99"], "speed_probe_s": (before + after) / 2,
             "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, tr.output_tokens)), "wall_s": rep.wall_s,
             "phases": run_phases(rep.measurements.rounds, profile, spec, float(np.mean(tr.prompt_tokens)),
                                  spec.backup == "fast")}
