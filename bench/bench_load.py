@@ -309,7 +309,8 @@ def _print_noise(r: dict) -> None:
         print(f"{row['mode']:4} {row['level']:10} | " + " ".join(_pct(row[k]["spread"]) for k in keys) + " | " +
               " ".join(_pct(row[k]["beyond_noise"]) for k in keys) + " | " +
               ("  -  " if row["drift"] is None else f"{row['drift']:5.2f}") + " | " +
-              " ".join(_pct(a.get("rel_error")) for a in adj) + " | " + " ".join(_pct(a.get("beyond_noise")) for a in adj))
+              " ".join(_pct(a.get("rel_error")) for a in adj) + " | " +
+              " ".join(_pct(a.get("beyond_noise")) for a in adj))
     nf, t = r["noise_floor"], r["targets_met"]
     print("noise floor (median / worst spread): " + ", ".join(
         f"{k} {_pct(nf[k]['median_spread']).strip()} / {_pct(nf[k]['max_spread']).strip()}" for k in keys))
