@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = _profile(args.profile)
         load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
         probe = speed_probe(*map(str, tiny_pair_paths()), args.threads)
+        probe()                     # warm-up: a cold first call would read as a slow machine
         reference = [probe()]       # the machine's speed while this run calibrates (prefills, fixed-batch runs)
         ids = _prompt_ids()
         lens = [len(p) for p in ids]
@@ -291,6 +292,11 @@ def _pct(x: float | None) -> str:
     return "   -  " if x is None else f"{100 * x:+6.1f}%"
 
 
+def _share(x: float | None) -> str:
+    """An unsigned share (a spread, an error beyond noise) as a percentage."""
+    return "   -  " if x is None else f"{100 * x:6.1f}%"
+
+
 def _count(c: dict | None) -> str:
     return "-" if c is None else f"{c['met']}/{c['of']}"
 
@@ -306,14 +312,14 @@ def _print_noise(r: dict) -> None:
           f"{'adj err p50 p99 tok/s':>24} | {'adj beyond p50 p99 tok/s':>24}")
     for row in r["rows"]:
         adj = [row[k].get("drift_adjusted") or {} for k in keys]
-        print(f"{row['mode']:4} {row['level']:10} | " + " ".join(_pct(row[k]["spread"]) for k in keys) + " | " +
-              " ".join(_pct(row[k]["beyond_noise"]) for k in keys) + " | " +
+        print(f"{row['mode']:4} {row['level']:10} | " + " ".join(_share(row[k]["spread"]) for k in keys) + " | " +
+              " ".join(_share(row[k]["beyond_noise"]) for k in keys) + " | " +
               ("  -  " if row["drift"] is None else f"{row['drift']:5.2f}") + " | " +
               " ".join(_pct(a.get("rel_error")) for a in adj) + " | " +
-              " ".join(_pct(a.get("beyond_noise")) for a in adj))
+              " ".join(_share(a.get("beyond_noise")) for a in adj))
     nf, t = r["noise_floor"], r["targets_met"]
     print("noise floor (median / worst spread): " + ", ".join(
-        f"{k} {_pct(nf[k]['median_spread']).strip()} / {_pct(nf[k]['max_spread']).strip()}" for k in keys))
+        f"{k} {_share(nf[k]['median_spread']).strip()} / {_share(nf[k]['max_spread']).strip()}" for k in keys))
     print(f"targets met (p50 TPOT {TARGETS['tpot_p50_s']:.0%}, p99 TPOT {TARGETS['tpot_p99_s']:.0%}, throughput "
           f"{TARGETS['throughput']:.0%}): plainly {_count(t.get('plain'))}, beyond noise "
           f"{_count(t.get('plain_beyond_noise'))}; drift-adjusted {_count(t.get('drift_adjusted'))}, beyond noise "
