@@ -20,9 +20,10 @@ import torch
 from saguaro_exec.model import Transformer, causal_mask
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.graphs import MAX_GRAPH_TOKENS, pad_step
+from saguaro_exec.model.lean_forward import additive_mask, lean_capable, lean_logits, rope_of, write_index
 from saguaro_exec.model.transfer import to_device
 
-_TRIANGLE_MAX = 4096     # slots: the cached causal triangle stays <= 16 MiB
+_TRIANGLE_MAX = 4096     # slots: the cached causal triangle stays <= 16 MiB (bool; 2048 and 16 MiB additive)
 
 
 def kv_capacity(prompts: list[list[int]], max_new: int, k: int = 0) -> int:
@@ -47,6 +48,8 @@ class CachedModel:
             self.cache = self.pool.lease(batch, capacity)
             weakref.finalize(self, self.pool.release, self.cache)
         self._plain = self.pool is None and self.movable          # eager forwards over a viewable cache
+        self._lean = self._plain and lean_capable(model)          # ... through the lean forward (``_direct``)
+        self._row_views: dict[int, object] = {}                   # the cache's first b rows, made once per b
 
     @torch.inference_mode()
     def extend(self, chunks: list[list[int]], start: torch.Tensor | list[int], graphed: bool = True
@@ -93,13 +96,43 @@ class CachedModel:
 
     def _causal(self, starts: list[int], positions: torch.Tensor, width: int, need: int) -> torch.Tensor:
         """``causal_mask(starts, width, need)``: at batch 1 on the plain path, a view of one cached lower
-        triangle (no tensor built on the round's critical path); else built."""
-        if len(starts) > 1 or need > _TRIANGLE_MAX or not self._plain:
+        triangle (no tensor built on the round's critical path), additive on the lean path (no conversion
+        per forward); else built."""
+        most = _TRIANGLE_MAX // 2 if self._lean else _TRIANGLE_MAX
+        if len(starts) > 1 or need > most or not self._plain:
             return causal_mask(torch.tensor(starts, dtype=torch.long), width, need)
         if self._triangle is None or self._triangle.shape[0] < need:
-            n = min(_TRIANGLE_MAX, max(need, self.capacity))
-            self._triangle = torch.ones(n, n, dtype=torch.bool).tril()    # [i, s]: slot s <= position i
+            n = min(most, max(need, self.capacity))
+            self._triangle = self.step_mask(torch.ones(n, n, dtype=torch.bool).tril())  # [i, s]: s <= i
         return self._triangle[starts[0]:need, :need].unsqueeze(0)
+
+    def step_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """A bool mask made once for many forwards, in the form they take best: additive on the lean path
+        (the conversion SDPA would make per layer and forward, made once), else as it is."""
+        return additive_mask(mask, self.model.dtype) if self._lean else mask
+
+    def step_inputs(self, positions: torch.Tensor, slots: torch.Tensor) -> list[tuple]:
+        """Per step of positions / slots [S, B, T] (on the model's device), what ``tree_step`` reuses: the
+        RoPE tables and the K/V write index, made for all S steps at once on the lean path (else Nones)."""
+        if not self._lean:
+            return [(None, None)] * positions.shape[0]
+        cos, sin = rope_of(self.model, positions, self.model.dtype, self.capacity)
+        return list(zip(zip(cos.unbind(0), sin.unbind(0)), write_index(self.cache, slots).unbind(0)))
+
+    def _direct(self) -> bool:
+        """Call the lean forward without the module call: the lean path, no grad, no module hooks (which a
+        profiler or a benchmark may have registered)."""
+        m = self.model
+        return self._lean and not torch.is_grad_enabled() and not (m._forward_hooks or m._forward_pre_hooks)
+
+    def _rows(self, b: int):
+        """The cache's first ``b`` rows (a view made once per b; the whole cache at its batch)."""
+        if b == self.cache.batch:
+            return self.cache
+        got = self._row_views.get(b)
+        if got is None:
+            got = self._row_views[b] = self.cache.rows(0, b)
+        return got
 
     @property
     def movable(self) -> bool:
@@ -166,9 +199,11 @@ class CachedModel:
         b = tokens.shape[0]
         tokens, positions, slots = tokens.to(dev), positions.to(dev), slots.to(dev)
         mask = None if mask is None else mask.to(dev)
+        if mask is not None and not extra and self._direct():
+            return lean_logits(self.model, tokens, positions, self._rows(b), slots, mask)
         cache = self.cache
         if b < cache.batch and self.movable:
-            cache = cache.rows(0, b)
+            cache = self._rows(b)
         elif b < cache.batch:
             tokens, positions, slots, mask, _ = pad_step(tokens, positions, slots, mask, None, cache.batch)
         out = self.model(tokens, positions, cache, slots, mask, **extra)
@@ -200,6 +235,15 @@ class CachedModel:
         if self.pool is not None:
             return self._fast(tokens, positions, slots, mask, None, True)
         return self._eager(tokens, positions, slots, mask)
+
+    def tree_step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor,
+                  made: tuple = (None, None)) -> torch.Tensor:
+        """``forward`` for one of many steps on the model's device (the tree's), with its ``step_inputs``
+        ``made`` and a ``step_mask``: on the lean path the lean forward at once (caller under inference
+        mode), reusing them; else ``forward``."""
+        if self._direct():
+            return lean_logits(self.model, tokens, positions, self._rows(tokens.shape[0]), slots, mask, *made)
+        return self.forward(tokens, positions, slots, mask)
 
     def _fast(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor | None,
               seqlens: torch.Tensor | None, graphed: bool) -> torch.Tensor:

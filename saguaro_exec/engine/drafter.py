@@ -81,6 +81,7 @@ class Drafter:
         chunks = [s[int(n):] for s, n in zip(self.seqs, self.n_valid)]
         logits = self.runner.last_logits(chunks, self.n_valid)
         self.n_valid = self.lengths
+        starts = self.n_valid.tolist()                   # step i's slots as a list: no tensor op per step
         toks, qs, rows = [], [], []
         for i in range(self.k):
             tok, q = self._pick(logits, fan[:, i])
@@ -88,7 +89,7 @@ class Drafter:
             qs.append(q)
             rows.append(logits)
             if i + 1 < self.k:
-                logits = self.runner.decode(tok.view(-1, 1), self.n_valid + i)[:, 0]
+                logits = self.runner.decode(tok.view(-1, 1), [s + i for s in starts])[:, 0]
         (tokens,) = to_host(torch.stack(toks, 1))
         q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
         return tokens, q_all, torch.stack(rows, 1)

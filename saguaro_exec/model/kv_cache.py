@@ -48,6 +48,17 @@ class KVCache:
             got = self.__dict__["_layers"] = (self.k.unbind(0), self.v.unbind(0))
         return got
 
+    def seen(self, num_slots: int) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """Per-layer K and V views of slots [0, num_slots), made once per ``num_slots`` (at most capacity
+        entries): the lean forward attends through them, so a step pays no slicing."""
+        got = self.__dict__.get("_seen")
+        if got is None:
+            got = self.__dict__["_seen"] = {}
+        views = got.get(num_slots)
+        if views is None:
+            views = got[num_slots] = (self.k[:, :, :, :num_slots].unbind(0), self.v[:, :, :, :num_slots].unbind(0))
+        return views
+
     def view(self, layer: int, num_slots: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of slots [0, num_slots) of one layer: [B, KVH, num_slots, D] views."""
         return self.k[layer, :, :, :num_slots], self.v[layer, :, :, :num_slots]

@@ -3,12 +3,16 @@ overhead-bound (a few µs per call), so the call count is the cost.
 
 Per layer: q/k/v one matmul over their concatenated weights, RoPE once over all of it (v's part with cos 1,
 sin 0: unchanged), gate/up one matmul, no module calls, and the cache's per-layer views
-taken once per forward instead of per layer. The same floating-point operations as the module forward
-(``Attention.forward`` etc., which training and the other paths keep): bitwise-equal logits
-(tests/exec/test_lean_forward.py).
+taken once per forward instead of per layer. A bool mask becomes SDPA's additive mask once per forward (SDPA
+would convert it in every layer); callers that step many times (the draft's tree) hand in the additive mask,
+RoPE tables (``rope_of``) and write indices made once for all their steps. The same floating-point operations
+as the module forward (``Attention.forward`` etc., which training and the other paths keep): bitwise-equal
+logits (tests/exec/test_lean_forward.py).
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 import torch.nn.functional as F
@@ -19,10 +23,40 @@ from saguaro_exec.model.kv_cache import KVCache
 _HAS_GQA_SDPA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)   # and F.rms_norm (2.4)
 
 
+def lean_capable(model: nn.Module) -> bool:
+    """Whether the model's architecture has a lean forward (no QK-norm, a GQA-capable SDPA)."""
+    return not model.config.qk_norm and _HAS_GQA_SDPA
+
+
 def lean_eligible(model: nn.Module, cache: KVCache | None, mask: torch.Tensor | None, seqlens) -> bool:
     """Whether ``lean_hidden`` serves this call: inference (no grad) over a cache with a mask, no QK-norm."""
     return (cache is not None and mask is not None and seqlens is None and not torch.is_grad_enabled()
-            and not model.config.qk_norm and _HAS_GQA_SDPA)
+            and lean_capable(model))
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool mask (True = attend) as the additive mask SDPA makes of it (0 / -inf in ``dtype``): the same
+    values, so the same attention, converted once instead of once per layer; a float mask passes as is."""
+    if mask.dtype != torch.bool:
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask.logical_not(), float("-inf"))
+
+
+def rope_of(model: nn.Module, positions: torch.Tensor, dtype: torch.dtype, bound: int
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lean forward's cos, sin [*positions.shape, heads, D] for positions of any shape (all < ``bound``):
+    a caller stepping many times makes them once (e.g. [K, B, N] for the tree) and hands in views."""
+    c = model.config
+    flat = positions.reshape(-1, positions.shape[-1])
+    cos, sin = model.rotary.cos_sin_heads(flat, dtype, c.num_heads + c.num_kv_heads, c.num_kv_heads, bound)
+    return cos.view(*positions.shape, *cos.shape[-2:]), sin.view(*positions.shape, *sin.shape[-2:])
+
+
+def write_index(cache: KVCache, slots: torch.Tensor) -> torch.Tensor:
+    """Slots [..., B, T] as the lean forward's K/V scatter index [..., B, KVH, T, D] (a view)."""
+    *lead, b, t = slots.shape
+    _, _, kvh, _, d = cache.k.shape
+    return slots.to(cache.k.device).view(*lead, b, 1, t, 1).expand(*lead, b, kvh, t, d)
 
 
 class _Plan:
@@ -33,6 +67,7 @@ class _Plan:
         self.watch: list[tuple] = []        # (module._parameters, name, parameter, data_ptr or None, version)
         self.embed = self._ref(model.model.embed_tokens, "weight")
         self.norm = self._norm(model.model.norm)
+        self.head = self._linear(model.lm_head)
         self.layers = []
         for layer in model.model.layers:
             a, m = layer.self_attn, layer.mlp
@@ -62,10 +97,16 @@ class _Plan:
         return torch.cat([w.detach() for w in ws]), bias
 
     def current(self) -> bool:
-        for params, name, p, ptr, version in self.watch:
-            if params.get(name) is not p or (ptr is not None and (p.data_ptr() != ptr or p._version != version)):
-                return False
-        return True
+        """Every source still the module's parameter, the copied ones with their data and version: checked
+        every forward, so as C-level maps over lists made once (a 12-layer plan watches ~100 parameters)."""
+        got = self.__dict__.get("_lists")
+        if got is None:
+            copied = [w for w in self.watch if w[3] is not None]
+            got = self._lists = ([w[0] for w in self.watch], [w[1] for w in self.watch], [w[2] for w in self.watch],
+                                 [w[2] for w in copied], [(w[3], w[4]) for w in copied])
+        dicts, names, params, copied, state = got
+        return (all(map(operator.is_, map(dict.get, dicts, names), params))
+                and [(p.data_ptr(), p._version) for p in copied] == state)
 
 
 def _plan(model: nn.Module) -> _Plan:
@@ -91,19 +132,42 @@ def _residual(x: torch.Tensor, lin, h: torch.Tensor) -> torch.Tensor:
     return x + lin(h)
 
 
+def lean_logits(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
+                slots: torch.Tensor, mask: torch.Tensor, rope: tuple | None = None,
+                index: torch.Tensor | None = None) -> torch.Tensor:
+    """``Transformer.forward`` for a ``lean_eligible`` call, without the module call and its checks (the
+    caller's inputs are of the shapes ``lean_hidden`` takes): float32 logits [B, T, V]."""
+    plan = _plan(model)
+    h = _hidden(model, plan, tokens, positions, cache, slots, mask, rope, index)
+    head = plan.head
+    return (F.linear(h, head[0], head[1]) if type(head) is tuple else head(h)).float()
+
+
 def lean_hidden(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
-                slots: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``Transformer.hidden_states`` for a ``lean_eligible`` call (inputs checked there): [B, T, hidden]."""
-    c, plan = model.config, _plan(model)
+                slots: torch.Tensor, mask: torch.Tensor, rope: tuple | None = None,
+                index: torch.Tensor | None = None) -> torch.Tensor:
+    """``Transformer.hidden_states`` for a ``lean_eligible`` call (inputs checked there): [B, T, hidden].
+    ``mask`` bool or additive (``additive_mask``); ``rope``: ``rope_of(positions)`` made ahead; ``index``:
+    ``write_index(slots)`` made ahead (then ``slots`` is not read)."""
+    return _hidden(model, _plan(model), tokens, positions, cache, slots, mask, rope, index)
+
+
+def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
+            slots: torch.Tensor, mask: torch.Tensor, rope: tuple | None, index: torch.Tensor | None
+            ) -> torch.Tensor:
+    c = model.config
     b, t = tokens.shape
     h, kvh, d = c.num_heads, c.num_kv_heads, c.head_dim
     x = F.embedding(tokens, plan.embed).view(b * t, -1)
-    cos, sin = model.rotary.cos_sin_heads(positions, x.dtype, h + kvh, kvh, cache.capacity)   # [B, T, heads, D]
+    if rope is None:                                                     # [B, T, heads, D]
+        rope = model.rotary.cos_sin_heads(positions, x.dtype, h + kvh, kvh, cache.capacity)
+    cos, sin = rope
     n_slots = mask.shape[-1]
     k_all, v_all = cache.layers()                                        # per layer, written in place
-    k_seen, v_seen = cache.k[:, :, :, :n_slots].unbind(0), cache.v[:, :, :, :n_slots].unbind(0)
-    index = slots.to(cache.k.device).view(b, 1, t, 1).expand(b, kvh, t, d)
-    mask4 = mask.unsqueeze(1)
+    k_seen, v_seen = cache.seen(n_slots)
+    if index is None:
+        index = slots.to(cache.k.device).view(b, 1, t, 1).expand(b, kvh, t, d)
+    mask4 = additive_mask(mask, x.dtype).unsqueeze(1)
     gqa, cast = h != kvh, cache.k.dtype != x.dtype
     for i, (norm1, w_qkv, b_qkv, o_proj, norm2, w_gu, down) in enumerate(plan.layers):
         qkv = F.linear(_norm(norm1, x), w_qkv, b_qkv).view(b, t, h + 2 * kvh, d)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -57,19 +58,43 @@ def fork(d_logits: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n_rank: 
     """Top-F_k draft tokens at each position k from D_0..D_K [B, K+1, V], excluding the token sent at
     k (it can never be the bonus after its own rejection); fan [B, K+1] per-row fan-out (host), sent [B, K].
     Runs where ``d_logits`` is, without a host sync (the branch count comes from ``fork_width``, on the
-    host); few torch calls: each costs microseconds on the overhead-bound CPU path."""
-    bsz, kp1, vocab = d_logits.shape
-    dev = d_logits.device
+    host); after the ranking, on the CPU a dozen numpy calls over the small integer arrays (a torch call
+    costs several times a numpy one there), elsewhere the same selection in torch (``_select``)."""
+    vocab = d_logits.shape[-1]
     fans = fan.tolist()
     width = min(vocab, max(n_rank, max(max(r) for r in fans)) + 1)
     top = d_logits.float().topk(width, dim=-1).indices                       # [B, K+1, R] best first
+    n = _fork_width(fans, width)
+    if top.device.type == "cpu" and sent.device.type == "cpu":
+        return _select_host(top, sent, fan, n)
+    return _select(top, sent, fan, n)
+
+
+def _select(top: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n: int) -> Fork:
+    """The fork's branches from the ranking ``top`` [B, K+1, R], first ``n`` selected per row, in order."""
+    bsz, _, width = top.shape
+    dev = top.device
     keep = top != F.pad(to_device(sent, dev), (0, 1), value=-1).unsqueeze(-1)
     rank = torch.where(keep, keep.cumsum(-1) - 1, -1)
     flat_sel = (keep & (rank < to_device(fan, dev).unsqueeze(-1))).view(bsz, -1)
-    n = _fork_width(fans, width)
     idx = torch.argsort(~flat_sel, dim=-1, stable=True)[:, :n]              # selected first, in order
     return Fork(branch_k=idx // width, branch_t=top.view(bsz, -1).gather(1, idx),
                 valid=flat_sel.gather(1, idx), top=top, rank=rank)
+
+
+def _select_host(top: torch.Tensor, sent: torch.Tensor, fan: torch.Tensor, n: int) -> Fork:
+    """``_select`` in numpy over CPU tensors (the same values and dtypes; tests/exec/test_tree_steps.py)."""
+    t = top.numpy()
+    bsz, _, width = t.shape
+    keep = np.ones(t.shape, dtype=bool)                                      # position K: nothing excluded
+    np.not_equal(t[:, :-1], sent.numpy()[..., None], out=keep[:, :-1])
+    rank = np.where(keep, keep.cumsum(-1) - 1, -1)
+    flat_sel = (keep & (rank < fan.numpy()[..., None])).reshape(bsz, -1)
+    idx = np.argsort(~flat_sel, axis=-1, kind="stable")[:, :n]
+    return Fork(branch_k=torch.from_numpy(idx // width),
+                branch_t=torch.from_numpy(np.take_along_axis(t.reshape(bsz, -1), idx, 1)),
+                valid=torch.from_numpy(np.take_along_axis(flat_sel, idx, 1)), top=top,
+                rank=torch.from_numpy(rank.astype(np.int64, copy=False)))
 
 
 def fork_width(fan: torch.Tensor, width: int) -> int:
@@ -94,8 +119,9 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
     """K batched tree steps over all branches; each step samples from sigma_{F_i,C} (greedy at T=0). Runs
     where the fork's tensors are (prefix_len on the host), without a host sync: ``SpecCache.host`` then
     brings the fork and tokens over in one transfer. Every row's tree region starts at the same slot (the
-    longest row's L + K), so each step's mask update is one block copy, its slots one view, and step i
-    attends only the slots written so far."""
+    longest row's L + K), so step i's slots are one block and it attends only the slots written so far,
+    a prefix of one mask made for all K steps; the steps' positions, slots (and on the lean path their
+    RoPE tables and write indices, ``CachedModel.step_inputs``) are made once too."""
     bsz, n = f.branch_t.shape
     dev = f.branch_t.device
     top = int(prefix_len.max()) + k                                          # first tree slot, every row
@@ -104,14 +130,15 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
         raise RuntimeError(f"tree needs {width} cache slots, capacity {runner.capacity}")
     seen = to_device(prefix_len, dev).view(-1, 1) + f.branch_k               # [B, N]: prefix + accepted
     mask = torch.arange(width, device=dev).view(1, 1, width) < seen.unsqueeze(-1)   # [B, N, S]
-    own = torch.eye(n, dtype=torch.bool, device=dev)                         # step i: branch j's own slot
+    mask[:, :, top:] = _own_slots(n, k, dev)             # branch j's slot of every step: step i's prefix of the
+    mask = runner.step_mask(mask)                        # mask, [0, top + (i+1) N), holds steps 0..i only
+    pos = seen + torch.arange(k, device=dev).view(k, 1, 1)                   # [K, B, N]
     slots = torch.arange(top, width, device=dev).view(k, 1, n).expand(k, bsz, n)
+    steps = zip(pos.unbind(0), slots.unbind(0), runner.step_inputs(pos, slots))
     tok = f.branch_t
     toks, qs = [], []
-    for i in range(k):                       # step i attends slots [0, top + (i+1) N): none later is written yet
-        end = top + (i + 1) * n
-        mask[:, :, end - n:end] = own
-        logits = runner.forward(tok, seen + i, slots[i], mask[:, :, :end])   # [B, N, V]
+    for i, (pos_i, slots_i, made) in enumerate(steps):
+        logits = runner.tree_step(tok, pos_i, slots_i, mask[:, :, :top + (i + 1) * n], made)   # [B, N, V]
         if temperature <= 0:
             tok = logits.argmax(-1)
         else:
@@ -121,3 +148,15 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
         toks.append(tok)
     q_all = torch.stack(qs, 2) if qs else None
     return SpecCache(fork=f, tokens=torch.stack(toks, 2), q=q_all)
+
+
+_OWN: dict = {}
+
+
+def _own_slots(n: int, k: int, dev: torch.device) -> torch.Tensor:
+    """[N, K*N] bool: branch j sees tree slot i*N + j of every step i (made once per shape and device)."""
+    key = (n, k, dev)
+    got = _OWN.get(key)
+    if got is None:
+        got = _OWN[key] = torch.eye(n, dtype=torch.bool, device=dev).repeat(1, k)
+    return got
