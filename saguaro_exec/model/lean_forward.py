@@ -124,11 +124,16 @@ def _norm(norm, x: torch.Tensor) -> torch.Tensor:
     return norm(x)
 
 
+def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear`` of a 2-D x: without a bias the ``mm(x, w.t())`` it runs (two dispatch levels fewer)."""
+    return F.linear(x, w, bias) if bias is not None else torch.mm(x, w.t())
+
+
 def _residual(x: torch.Tensor, lin, h: torch.Tensor) -> torch.Tensor:
     """x + lin(h). Not ``addmm(x, h, W.t())``: its accumulation into x differs in the last bit at some
     shapes."""
     if type(lin) is tuple:
-        return x + F.linear(h, lin[0], lin[1])
+        return x + _linear(h, lin[0], lin[1])
     return x + lin(h)
 
 
@@ -138,9 +143,10 @@ def lean_logits(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor,
     """``Transformer.forward`` for a ``lean_eligible`` call, without the module call and its checks (the
     caller's inputs are of the shapes ``lean_hidden`` takes): float32 logits [B, T, V]."""
     plan = _plan(model)
-    h = _hidden(model, plan, tokens, positions, cache, slots, mask, rope, index)
+    h = _hidden(model, plan, tokens, positions, cache, slots, mask, rope, index)      # [B*T, hidden]
     head = plan.head
-    return (F.linear(h, head[0], head[1]) if type(head) is tuple else head(h)).float()
+    logits = _linear(h, head[0], head[1]) if type(head) is tuple else head(h)      # 3-D F.linear folds so
+    return logits.view(*tokens.shape, -1).float()
 
 
 def lean_hidden(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
@@ -149,12 +155,13 @@ def lean_hidden(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor,
     """``Transformer.hidden_states`` for a ``lean_eligible`` call (inputs checked there): [B, T, hidden].
     ``mask`` bool or additive (``additive_mask``); ``rope``: ``rope_of(positions)`` made ahead; ``index``:
     ``write_index(slots)`` made ahead (then ``slots`` is not read)."""
-    return _hidden(model, _plan(model), tokens, positions, cache, slots, mask, rope, index)
+    return _hidden(model, _plan(model), tokens, positions, cache, slots, mask, rope, index).view(*tokens.shape, -1)
 
 
 def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
             slots: torch.Tensor, mask: torch.Tensor, rope: tuple | None, index: torch.Tensor | None
             ) -> torch.Tensor:
+    """The hidden states [B*T, hidden]."""
     c = model.config
     b, t = tokens.shape
     h, kvh, d = c.num_heads, c.num_kv_heads, c.head_dim
@@ -170,7 +177,7 @@ def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torc
     mask4 = additive_mask(mask, x.dtype).unsqueeze(1)
     gqa, cast = h != kvh, cache.k.dtype != x.dtype
     for i, (norm1, w_qkv, b_qkv, o_proj, norm2, w_gu, down) in enumerate(plan.layers):
-        qkv = F.linear(_norm(norm1, x), w_qkv, b_qkv).view(b, t, h + 2 * kvh, d)
+        qkv = _linear(_norm(norm1, x), w_qkv, b_qkv).view(b, t, h + 2 * kvh, d)
         qkv = qkv * cos + qkv.roll(d // 2, -1) * sin                     # RoPE on q, k (v: * 1 + 0)
         q, k, v = qkv.transpose(1, 2).split((h, kvh, kvh), 1)            # [B, heads, T, D]
         if cast:
@@ -179,6 +186,6 @@ def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torc
         v_all[i].scatter_(2, index, v)
         out = F.scaled_dot_product_attention(q, k_seen[i], v_seen[i], attn_mask=mask4, enable_gqa=gqa)
         x = _residual(x, o_proj, out.transpose(1, 2).reshape(b * t, h * d))
-        gate, up = F.linear(_norm(norm2, x), w_gu).chunk(2, -1)
+        gate, up = _linear(_norm(norm2, x), w_gu, None).chunk(2, -1)
         x = _residual(x, down, F.silu(gate) * up)
-    return _norm(plan.norm, x).view(b, t, -1)
+    return _norm(plan.norm, x)
