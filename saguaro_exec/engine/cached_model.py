@@ -121,9 +121,11 @@ class CachedModel:
 
     def _direct(self) -> bool:
         """Call the lean forward without the module call: the lean path, no grad, no module hooks (which a
-        profiler or a benchmark may have registered)."""
+        profiler or a benchmark may have registered) and no subclass ``forward`` (a wrapped or instrumented
+        model must see every call)."""
         m = self.model
-        return self._lean and not torch.is_grad_enabled() and not (m._forward_hooks or m._forward_pre_hooks)
+        return (self._lean and not torch.is_grad_enabled() and not (m._forward_hooks or m._forward_pre_hooks)
+                and type(m).forward is Transformer.forward)
 
     def _rows(self, b: int):
         """The cache's first ``b`` rows (a view made once per b; the whole cache at its batch)."""
