@@ -24,8 +24,10 @@ _HAS_GQA_SDPA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5
 
 
 def lean_capable(model: nn.Module) -> bool:
-    """Whether the model's architecture has a lean forward (no QK-norm, a GQA-capable SDPA)."""
-    return not model.config.qk_norm and _HAS_GQA_SDPA
+    """Whether the model has a lean forward: no QK-norm, a GQA-capable SDPA, and on the CPU only (the fused
+    weights are copies beside the module's own, which a large model on a GPU cannot afford twice; there CUDA
+    graphs take the per-call overhead away instead)."""
+    return not model.config.qk_norm and _HAS_GQA_SDPA and model.model.embed_tokens.weight.device.type == "cpu"
 
 
 def lean_eligible(model: nn.Module, cache: KVCache | None, mask: torch.Tensor | None, seqlens) -> bool:
