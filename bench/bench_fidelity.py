@@ -35,6 +35,7 @@ from bench.fidelity_stats import (  # noqa: E402
     median_of,
     noise_floor,
     repeat_spread,
+    speed_drift,
 )
 from calibration.errors import ConfigError  # noqa: E402
 from calibration.fit import fit  # noqa: E402
@@ -148,11 +149,7 @@ def speed_probe(target: str, draft: str, threads: int):
 def drift(runs: list[Measurements], calib: list[Measurements]) -> float | None:
     """Median speed probe of a config's runs over the calibration runs' (> 1: the machine was slower when
     the config ran than when the profile was calibrated); None when the runs carry no probe."""
-    p = [m.meta.get("speed_probe_s") for m in runs]
-    c = [m.meta.get("speed_probe_s") for m in calib]
-    if not p or not c or None in p or None in c:
-        return None
-    return float(np.median(p) / np.median(c))
+    return speed_drift([m.meta.get("speed_probe_s") for m in runs], [m.meta.get("speed_probe_s") for m in calib])
 
 
 def _pinned(grid: Measurements, calib: list[Measurements], workload: Workload,
