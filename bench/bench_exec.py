@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.handoff_stats import run_handoffs  # noqa: E402
 from bench.handoff_stats import summarize as summarize_handoffs  # noqa: E402
+from calibration.errors import ConfigError  # noqa: E402
 from calibration.jsonio import write_atomic  # noqa: E402
 from saguaro_exec import RunConfig, run  # noqa: E402
 from saguaro_exec.io.prompts import BUILTIN_PROMPTS  # noqa: E402
@@ -53,6 +54,23 @@ def _phases(rep) -> dict:
     out = {p.removesuffix("_s"): 1e3 * sum(r[p] for r in rows) / len(rows) for p in PHASES}
     out["round"] = 1e3 * sum(r["t1"] - r["t0"] for r in rows) / len(rows)
     return out
+
+
+def _theorem7(rep) -> dict | None:
+    """Theorem 7 with this run's own terms (times over its mean verification): P(hit), the build T_p and what a
+    miss costs the verifier T_b (its wait before a backup speculation), and the share of tokens / verify time
+    that they allow with free hand-offs, 1 / [p max(1, T_p) + (1 - p)(1 + T_b)]; None for AR / SD."""
+    rows = rep.measurements.rounds
+    if rep.hit_rate is None or not rows:
+        return None
+    verify = statistics.fmean(r["verify_s"] for r in rows)
+    build = statistics.fmean(r["glue_s"] + r["fork_s"] + r["tree_s"] for r in rows)
+    after_miss = [r["wait_s"] for i, r in enumerate(rows) if i and any(r["from_backup"])
+                  and rows[i - 1]["seq"] == r["seq"]]           # a request's first speculation is no miss's
+    p, t_p = rep.hit_rate, build / verify
+    t_b = statistics.fmean(after_miss) / verify if after_miss else 0.0
+    return {"p_hit": p, "t_p": t_p, "t_b": t_b, "bound_of_verify": 1.0 / (p * max(1.0, t_p) + (1 - p) * (1 + t_b)),
+            "forwarded_over_live": sum(r["width"] for r in rows) / sum(r["batch"] for r in rows)}
 
 
 def bench(args: argparse.Namespace) -> dict:
@@ -96,7 +114,9 @@ def bench(args: argparse.Namespace) -> dict:
                          tokens_per_s_all=[x.tokens_per_s for x in reps[mode]],
                          tokens_per_round_repeats=statistics.fmean(x.summary()["mean_tokens_per_round"]
                                                                    for x in reps[mode]),
-                         tokens_per_s_median=statistics.median(x.tokens_per_s for x in reps[mode]))
+                         tokens_per_s_median=statistics.median(x.tokens_per_s for x in reps[mode]),
+                         of_ceiling_all=[x.tokens_per_s / x.ceiling_tokens_per_s for x in reps[mode]
+                                         if x.ceiling_tokens_per_s], theorem7=_theorem7(rep))
                 rows.append(s)
                 print(f"  batch {batch} T={temp} {mode}: {s['tokens_per_s']:.1f} tok/s "
                       f"(all: {', '.join(f'{x:.0f}' for x in s['tokens_per_s_all'])})", flush=True)
@@ -156,6 +176,16 @@ def table(result: dict) -> str:
                 f"{h[m]['p50_ms']:.3f}/{h[m]['p90_ms']:.3f}" if m in h else "-" for m in ("draft_gap", "verifier_gap",
                                                                                          "wait"))
                 + f", {100 * h['wait']['share_over_1ms']:.0f}% stalled")
+    lines.append("SSD against Theorem 7 on its own measured terms (times / verify; free hand-offs), rows forwarded "
+                 "per live row:")
+    for r in result["rows"]:
+        t7 = r.get("theorem7")
+        if t7:
+            lines.append(f"  b{r['batch']} T={r['temperature']} {r['mode']:>9}: p_hit {t7['p_hit']:.3f} T_p "
+                         f"{t7['t_p']:.2f} T_b {t7['t_b']:.2f} -> {100 * t7['bound_of_verify']:.0f}% of tokens / "
+                         f"verify time allowed, {100 * r['of_verify_bound']:.0f}% measured; forwarded/live "
+                         f"{t7['forwarded_over_live']:.2f}; % of ceiling over repeats "
+                         + " ".join(f"{100 * x:.0f}" for x in r["of_ceiling_all"]))
     if result["targets"]:
         t = result["targets"]
         lines.append(f"targets (batch 1, T=0; best SSD row {t['ssd_row']} vs best SD row {t['sd_row']}: "
@@ -191,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protocol", default="auto", help="SSD message protocol: auto | push | reply")
     p.add_argument("--transport", default="auto", help="SSD message transport: auto | shm | gloo")
     args = p.parse_args(argv)
-    result = bench(args)
+    try:
+        result = bench(args)
+    except ConfigError as e:                      # bad input: one line naming the field, exit status 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     write_atomic(args.out, json.dumps(result, indent=1) + "\n")
     print(table(result))
     print(f"wrote {args.out}")
