@@ -15,11 +15,12 @@ class AcceptanceModel:
     """rates[T] = (a_1, a_2, ...): P(token i accepted | tokens < i accepted); the last rate repeats.
 
     c_effect maps a Saguaro constant C to a multiplier on every rate (lower C: lower acceptance).
-    by_k (optional, fitted): {T: {K: rates}} measured at several lookaheads K; a config at K reads the table
-    of the smallest measured K >= its own (every position it drafts was measured there), else the largest,
-    since rates depend on K: long rounds consume easy text fast, so more of them start in hard text (greedy
-    decoding of a small pair). A shorter table is not stretched: repeating its last rate beyond its K put
-    K = 3 and 4 at T = 0.7 10-16% above their tokens per round (the K = 8 table, truncated: within 2%).
+    by_k (optional, fitted): {T: {K: rates}} measured at several lookaheads K, since rates depend on K: long
+    rounds consume easy text fast, so more of them start in hard text (greedy decoding of a small pair). A
+    measured K reads its own table; a K between two measured ones blends their rates per position, weighted by
+    distance in K, positions past the smaller table taken from the larger (a shorter table is not stretched:
+    repeating its last rate put K = 3 and 4 at T = 0.7 10-16% high); below the smallest measured K its table,
+    truncated; above the largest, the largest's.
     row_scale (optional, fitted): {T: (m_1, m_2, ...)} multipliers on the rates, one per calibration row
     (request): prompts differ (a tiny pair's greedy text loops on some), so the simulator gives each request
     one drawn from the nearest temperature's pool; empty = every row alike (the closed forms' assumption).
@@ -111,13 +112,17 @@ class AcceptanceModel:
         return self.row_scale[min(self.row_scale, key=lambda t: (abs(t - temperature), t))]
 
     def _at_k(self, t: float, default: tuple[float, ...], k: int) -> tuple[float, ...]:
-        """The rates at temperature t for lookahead k: by_k's smallest measured K >= k (the largest when none
-        covers k), else default."""
+        """The rates at temperature t for lookahead k from by_k (see the class docstring), else default."""
         ks = self.by_k.get(t)
         if not ks:
             return default
-        covering = [kk for kk in ks if kk >= k]
-        return ks[min(covering) if covering else max(ks)]
+        below, above = [kk for kk in ks if kk <= k], [kk for kk in ks if kk >= k]
+        if not below or not above:  # outside the measured range: the nearest end's table
+            return ks[min(above) if above else max(ks)]
+        lo, hi = max(below), min(above)
+        if lo == hi:
+            return ks[lo]
+        return _blend(ks[lo], ks[hi], (k - lo) / (hi - lo))
 
     def to_dict(self) -> dict:
         d = {"by_temperature": {str(t): list(r) for t, r in self.by_temperature.items()},
@@ -167,6 +172,12 @@ def _check_by_k(by_k: object) -> dict[float, dict[int, tuple[float, ...]]]:
                               for i, a in enumerate(rates))
         out[t] = dict(sorted(clean.items()))
     return out
+
+
+def _blend(lo: tuple[float, ...], hi: tuple[float, ...], w: float) -> tuple[float, ...]:
+    """(1 - w) * lo + w * hi per position; positions past lo's table are hi's alone (hi's last rate repeats)."""
+    h = _expand(hi, max(len(lo), len(hi)))
+    return tuple(float((1 - w) * lo[i] + w * h[i]) if i < len(lo) else float(h[i]) for i in range(len(h)))
 
 
 def _expand(rates: tuple[float, ...], k: int) -> np.ndarray:

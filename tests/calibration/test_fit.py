@@ -52,16 +52,18 @@ def test_neural_backup_speculations_pooled_with_primary_ones():
 
 
 def test_acceptance_per_lookahead_when_several_were_run():
-    """Runs at K = 2 and K = 6 at one temperature: a config reads the smallest measured K covering its own
-    (every position it drafts measured, not a short table's last rate repeated), the largest beyond them all."""
+    """Runs at K = 2 and K = 6 at one temperature: a measured K reads its own table, a K between them blends the
+    two by distance in K (positions past K = 2 from K = 6 alone: no short table's last rate repeated), the
+    largest beyond them all."""
     short, long = (0.95, 0.9), (0.6, 0.6, 0.6, 0.6, 0.6, 0.6)
     p = fit(grid(), run_meas(short, k=2, seed=4), run_meas(long, k=6, seed=5))
     acc = p.acceptance
     assert sorted(acc.by_k[0.0]) == [2, 6]
     assert acc.rates(1, 0.0) == pytest.approx(short[:1], abs=0.03)
     assert acc.rates(2, 0.0) == pytest.approx(short, abs=0.03)
-    assert acc.rates(3, 0.0) == pytest.approx((0.6,) * 3, abs=0.04)   # K = 2 does not cover 3: K = 6, truncated
-    assert acc.expected_tokens(3, 0.0) == pytest.approx(1 + 0.6 + 0.36 + 0.216, abs=0.06)
+    mid = (0.75 * 0.95 + 0.25 * 0.6, 0.75 * 0.9 + 0.25 * 0.6, 0.6)  # K = 3: 1/4 of the way from K = 2 to 6
+    assert acc.rates(3, 0.0) == pytest.approx(mid, abs=0.04)
+    assert acc.expected_tokens(3, 0.0) == pytest.approx(1 + mid[0] * (1 + mid[1] * (1 + mid[2])), abs=0.06)
     assert len(acc.rates(8, 0.0)) == 8 and acc.mean_alpha(8, 0.0) == pytest.approx(0.6, abs=0.03)
     assert AcceptanceModel.from_dict(acc.to_dict()) == acc
 
