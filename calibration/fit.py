@@ -141,6 +141,11 @@ def runs_like(runs: list[RunRounds], mode: str | None, temperature: float | None
     return [r for r in pool if abs(r.temperature - temperature) == near]
 
 
+def same_regime(runs: list[RunRounds], temperature: float) -> list[RunRounds]:
+    """The SSD push runs greedy (temperature 0) or sampled (temperature > 0) like `temperature`."""
+    return [r for r in runs if r.mode == "ssd" and r.protocol == "push" and (r.temperature > 0) == (temperature > 0)]
+
+
 def prefer_mode(runs: list[RunRounds], mode: str | None) -> list[RunRounds]:
     """At each temperature, the runs of `mode` if there are any, else all runs at that temperature."""
     if mode is None:
@@ -221,7 +226,9 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         costs, prov["executor_fit"] = fit_executor_costs(models["target"], models["draft"], runs, mode)
         ssd_like = runs_like(runs, "ssd", temperature)
         push = [r for r in ssd_like if r.protocol == "push"]
-        rnd, prov["draft_round"] = draft_round(push)
+        # the draft's own round is a plane in width and q rows, not in the temperature: every push run of the
+        # same regime (T = 0 or T > 0) gives it its lever arm (the T = 1.0 width-4 run too for T = 0.7)
+        rnd, prov["draft_round"] = draft_round(push if temperature is None else same_regime(runs, temperature))
         costs = costs.with_draft_round(rnd)
         jit, prov["round_jitter"] = round_jitter(push)
         costs = costs.with_jitter(jit)

@@ -18,8 +18,9 @@ from collections.abc import Callable
 import numpy as np
 
 from calibration.fit_acceptance import RunRounds, steady_rounds
+from calibration.fit_plane import fit_plane
 from calibration.latency import LatencyModel
-from calibration.overheads import _DRAFT_KINDS, KINDS, SIGMA_KINDS, ExecutorCosts
+from calibration.overheads import _DRAFT_KINDS, KINDS, SIGMA_KINDS, ExecutorCosts, plane
 
 STALL_MIN_S = 5e-4   # a draft round this much (and 2x its median) above the median counts as a stall
 
@@ -104,12 +105,11 @@ def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, in
 
 
 def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray) -> list[float]:
-    """Count-weighted least-squares line through per-token-count mean overheads; slope >= 0 (flat when a
-    single width was seen), extrapolated linearly."""
+    """Count-weighted least-squares line through per-x mean overheads; slope >= 0 (flat when a single x was
+    seen), extrapolated linearly (the prefill and loop lines: one count each)."""
     if len(xs) < 2:
         return [float(ys[0]), 0.0]
-    w = np.sqrt(ns)
-    slope, base = np.polyfit(xs, ys, 1, w=w)
+    slope, base = np.polyfit(xs, ys, 1, w=np.sqrt(ns))
     if slope < 0:
         return [float(np.average(ys, weights=ns)), 0.0]
     return [float(base), float(slope)]
@@ -117,24 +117,31 @@ def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray) -> list[float]:
 
 def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] | None = None
              ) -> tuple[list[float], dict]:
-    """[base_s, per_token_s] of one kind's overhead: residuals against the microbenchmark model (the whole
-    time for kinds with none) averaged per token count (the mean: stalls are part of what throughput pays).
-    `above` (a fitted line): the result is that line raised by the rows' mean excess over it (never below it),
-    its slope kept: how the C < 1 rows are fitted on top of the plain sampled ones."""
-    by_x: dict[float, list[float]] = {}
+    """[base_s, per_token_s, per_row_s, per_position_s] of one kind's overhead (calibration/overheads.plane):
+    residuals against the microbenchmark model (the whole time for kinds with none) averaged per shape (width,
+    new tokens per row; the mean: stalls are part of what throughput pays), then the plane through them.
+    One curve over total tokens cannot hold both: verification's cost per verified position is paid once for
+    the batch, and its cost per row once per row, so wide rounds sat below a per-token line through narrow
+    ones and flattened its slope ~3x. `above` (a fitted plane): the result is that plane raised by the rows'
+    mean excess over it (never below it), its slopes kept: how the C < 1 rows are fitted on top of the plain
+    sampled ones."""
+    by_shape: dict[tuple[int, int], list[float]] = {}
     for b, n, c, s in rows:
-        by_x.setdefault(float(b * n), []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
-    xs = np.asarray(sorted(by_x))
-    ys = np.asarray([np.mean(by_x[x]) for x in xs])
-    ns = np.asarray([len(by_x[x]) for x in xs], float)
+        by_shape.setdefault((int(b), int(n)), []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
+    keys = sorted(by_shape)
+    shapes = np.asarray(keys, float)
+    ys = np.asarray([np.mean(by_shape[k]) for k in keys])
+    ns = np.asarray([len(by_shape[k]) for k in keys], float)
     info: dict = {}
     if above is None:
-        line = _line(xs, ys, ns)
+        line, info["selection"] = fit_plane(shapes, ys, ns)
     else:
-        extra = max(0.0, float(np.average(ys - (above[0] + above[1] * xs), weights=ns)))
-        line, info["extra_over_sampled_s"] = [float(above[0] + extra), float(above[1])], extra
-    return line, {"n": len(rows), "by_tokens": {str(int(x)): {"mean_overhead_s": float(y), "n": int(n)}
-                                                for x, y, n in zip(xs, ys, ns)}, "line": line, **info}
+        above = list(above) + [0.0] * (4 - len(above))
+        fitted = np.asarray([plane(above, b, n) for b, n in keys])
+        extra = max(0.0, float(np.average(ys - fitted, weights=ns)))
+        line, info["extra_over_sampled_s"] = [float(above[0] + extra), *map(float, above[1:])], extra
+    return line, {"n": len(rows), "by_shape": {f"{b}x{n}": {"mean_overhead_s": float(y), "n": int(c)}
+                                               for (b, n), y, c in zip(keys, ys, ns)}, "line": line, **info}
 
 
 def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds],
@@ -160,12 +167,12 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
         both = [k for k in side if k in g and k in s]
         if not both:
             continue
-        d0 = float(np.mean([s[k][0] - g[k][0] for k in both]))
-        d1 = float(np.mean([s[k][1] - g[k][1] for k in both]))
+        d = np.mean([np.subtract(s[k], g[k]) for k in both], axis=0)
         for k in side:
             if k in g and k not in s:
-                s[k] = [g[k][0] + d0, max(0.0, g[k][1] + d1)]
-                info[f"sampled.{k}"] = {"derived_from": f"greedy.{k}", "sampling_extra": [d0, d1], "from": both}
+                s[k] = [float(g[k][0] + d[0]), *(max(0.0, float(a + b)) for a, b in zip(g[k][1:], d[1:]))]
+                info[f"sampled.{k}"] = {"derived_from": f"greedy.{k}", "sampling_extra": [float(v) for v in d],
+                                        "from": both}
     return ExecutorCosts(lines={r: v for r, v in lines.items() if v}), info
 
 

@@ -1,8 +1,11 @@
 """ExecutorCosts: what the real executor spends beyond the microbenchmarked forwards, per kind of forward.
 
-Each kind (``KINDS``) has a line ``base + per_token * tokens`` (tokens = batch width * new tokens of that
-forward, at the width the executor really runs: finished rows ride along), fitted separately for greedy
-(T = 0) and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor);
+Each kind (``KINDS``) has a plane ``base + per_token * width * new + per_row * width + per_position * new``
+(width = the rows the executor really runs, finished rows riding along; new = new tokens per row of that
+forward): work per row-token, per row (bookkeeping, masks, sampling set-up that every row pays once) and per
+position done once for the whole batch (the executor's loops over the K + 1 verified positions). Older
+profiles' two-number lines ``[base, per_token]`` are the first two terms. Fitted separately for greedy (T = 0)
+and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor);
 the forwards that sample from sigma_{F,C} (``SIGMA_KINDS``) have a third line for C < 1 (``sampled_c``: the
 Saguaro sampler's top-F, scatter and rescale on every sampled row, beyond plain sampling). ``draft_round``: the
 draft process's own time per SSD round beyond its forwards (receiving, settling, looking up, sending), as a
@@ -28,10 +31,16 @@ _DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
 SIGMA_KINDS = ("draft_step", "tree_step", "backup_step")   # sample from sigma_{F,C}: C < 1 adds work
 
 
+def plane(line: list | tuple, batch: float, new_tokens: float) -> float:
+    """One forward's overhead from a line [base, per_token(, per_row, per_position)] at this width."""
+    value = line[0] + line[1] * batch * new_tokens
+    return value + (line[2] * batch + line[3] * new_tokens if len(line) > 2 else 0.0)
+
+
 @dataclass(frozen=True)
 class ExecutorCosts:
-    """lines[regime][kind] = (base_s, per_token_s) (regime greedy | sampled | sampled_c, the last only for
-    SIGMA_KINDS); draft_round = {median_s, stall_s, stall_frac}."""
+    """lines[regime][kind] = [base_s, per_token_s] or [base_s, per_token_s, per_row_s, per_position_s] (regime
+    greedy | sampled | sampled_c, the last only for SIGMA_KINDS); draft_round = {median_s, stall_s, stall_frac}."""
 
     lines: dict = field(default_factory=dict)
     draft_round: dict = field(default_factory=dict)
@@ -50,10 +59,11 @@ class ExecutorCosts:
                 allowed = SIGMA_KINDS if regime == "sampled_c" else KINDS
                 if kind not in allowed:
                     raise ConfigError(where, "unknown kind", ", ".join(allowed))
-                if not isinstance(line, list | tuple) or len(line) != 2:
-                    raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s]")
+                if not isinstance(line, list | tuple) or len(line) not in (2, 4):
+                    raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s(, per_row_s, per_position_s)]")
                 check_number(f"{where}[0]", line[0], -10.0, 10.0)
-                check_number(f"{where}[1]", line[1], -1.0, 1.0)
+                for i in range(1, len(line)):
+                    check_number(f"{where}[{i}]", line[i], -1.0, 1.0)
         for key in ("median_s", "stall_s", "per_row_s", "per_q_row_s"):
             check_number(f"profile.executor.draft_round.{key}", self.draft_round.get(key, 0.0), 0.0, 10.0)
         check_number("profile.executor.draft_round.stall_frac", self.draft_round.get("stall_frac", 0.0), 0.0, 1.0)
@@ -76,7 +86,7 @@ class ExecutorCosts:
         regime, other = ("sampled", "greedy") if temperature > 0 else ("greedy", "sampled")
         line = self.lines.get("sampled_c", {}).get(kind) if temperature > 0 and sampler_c < 1 else None
         line = line or self.lines.get(regime, {}).get(kind) or self.lines.get(other, {}).get(kind)
-        return 0.0 if line is None else line[0] + line[1] * batch * new_tokens
+        return 0.0 if line is None else plane(line, batch, new_tokens)
 
     def with_draft_round(self, draft_round: dict) -> ExecutorCosts:
         """A copy with the draft's per-round time replaced."""

@@ -124,8 +124,9 @@ def profile_rows(profile) -> list[list]:
                      prov["link_fit"].get("mape")])
     for key, o in sorted(prov.get("executor_fit", {}).items()):   # per kind of forward, greedy / sampled
         if o.get("line"):
-            base, slope = o["line"]
-            rows.append([f"executor {key}", f"{base * 1e3:+.3f} ms {slope * 1e6:+.3f} us per token", o["n"], None])
+            base, slope, per_row, per_pos = (list(o["line"]) + [0.0, 0.0])[:4]
+            rows.append([f"executor {key}", f"{base * 1e3:+.3f} ms {slope * 1e6:+.3f} us per token"
+                         f" {per_row * 1e6:+.3f} us per row {per_pos * 1e6:+.3f} us per position", o["n"], None])
     d = prov.get("draft_round", {})
     if d.get("n"):
         rows.append(["SSD draft round", f"median {d['median_s'] * 1e3:.3f} ms, stalls {d['stall_s'] * 1e3:.2f} ms in "
