@@ -70,10 +70,10 @@ def collect(args: argparse.Namespace, save: Path) -> None:
 
     probe = speed_probe(target, draft, args.threads)
 
-    def real(spec: SpecConfig, file: str) -> None:
-        before = probe()
+    def real(spec: SpecConfig, file: str, seed: int) -> None:
+        before = probe()        # pass i samples with seed i: identical T > 0 repeats added no acceptance data
         rep = run(RunConfig(spec=spec, target=target, draft=draft, prompts=prompts, max_new_tokens=args.tokens,
-                            threads=args.threads, seed=0))
+                            threads=args.threads, seed=seed))
         rep.measurements.meta["speed_probe_s"] = (before + probe()) / 2
         rep.measurements.to_json(save / file)
         print(f"{file:40s} {measured(rep)['tokens_per_s']:8.1f} tok/s", flush=True)
@@ -90,7 +90,7 @@ def collect(args: argparse.Namespace, save: Path) -> None:
         for name in names:
             if name not in specs:  # pass 0, calibration done: pin the tests and pick the optimizer's choice
                 specs.update(_pinned(grid, _load(save, "calib_*_p0"), workload, _tests(args)))
-            real(specs[name], _file(name, i))
+            real(specs[name], _file(name, i), i)
     cpu1 = cpu_times()
     dump_json(save / "collect.json", {"load_average_start": load0, "load_average_end": os.getloadavg(),
                                       "cpu_start": cpu0, "cpu_end": cpu1, "steal_share": steal_share(cpu0, cpu1),

@@ -16,7 +16,7 @@ every run, and around this run's calibration steps, the prefill timings and fixe
 prediction is also given re-simulated at the cell's drift (median probe of its repeats / of the calibration
 steps'), beside the plain one, with its errors and targets.
 Both sides mean the same thing: the simulator charges SSD rounds at every row the executor forwards
-(``--ssd-width batch``: its SSD keeps fixed-shape rows under load), every output token comes from a decode round
+(``--ssd-width prefix``: its SSD keeps rows in place and forwards those up to the last live one), every output token comes from a decode round
 (the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
 acceptance and hit curves are fitted on the benchmark's own requests (``--acceptance workload``, one fixed-batch
 run per mode: bench/load_phases.py says why), every cost term is the profile's but the prefill's (``--prefill
@@ -179,8 +179,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--prefill", default="timed", choices=("timed", "profile"),
                     help="prefill cost: lines fitted on this benchmark's prompts timed at 1..batch rows (default), or "
                          "the profile's (with --acceptance workload, its run's refills where it has none)")
-    ap.add_argument("--ssd-width", default="batch", choices=("batch", "live"),
-                    help="rows the simulator charges an SSD round: all of them, as the executor forwards (default)")
+    ap.add_argument("--ssd-width", default="prefix", choices=("prefix", "batch", "live"),
+                    help="rows the simulator charges an SSD round: up to the last live one, as the executor "
+                         "forwards (default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="JSON result (the PNG goes beside it)")
     ap.add_argument("--no-progress", action="store_true")

@@ -27,6 +27,11 @@ CALIBRATION = [  # acceptance/hits at T 0, 0.7, 1.0 up to K = 8, C < 1, both bac
     # own round (q rows) were fitted at widths 1-2 only and ran 0.2-0.9 ms short per round at T0.7 b4
     # (bench/fidelity_phases.py on the 2026-12-01 session-5 runs); appended, so older saved runs still replay
     S(mode="ssd", k=6, budget=16, temperature=1.0, batch_size=4),
+    # greedy SSD at width 8 (the greedy tree line had no lever arm past width 4: 0.7 ms short at b8), and
+    # acceptance at K = 2 for T = 1 (SSD) and T = 0 (SD): the unmeasured K = 3 below them read no table
+    S(mode="ssd", k=4, budget=16, temperature=0.0, batch_size=8),
+    S(mode="ssd", k=2, budget=6, temperature=1.0),
+    S(mode="sd", k=2, temperature=0.0),
 ]
 QUICK_CALIBRATION = [CALIBRATION[i] for i in (0, 1, 3, 6, 9, 11)]
 

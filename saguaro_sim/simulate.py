@@ -107,8 +107,9 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     ``protocol`` (SSD): "reply" = the draft answers each outcome; "push" = the draft sends each built cache
     and an all-hit round starts the next verification without a message round trip; "auto" = as the
     executor's ``RunConfig.ssd_protocol`` "auto" resolves it. ``batching``: "continuous" (finished slots
-    refill from the queue, the batch shrinks once none waits), "kept" (refill, but a finished row nobody takes
-    rides along: forwards keep batch_size rows, as the SSD executor's do) or "fixed" (batches of batch_size;
+    refill from the queue, the batch shrinks once none waits), "kept" (refill in place; a finished row nobody
+    takes keeps its slot and forwards cover every slot up to the last live one, as the SSD executor's do) or
+    "fixed" (batches of batch_size;
     finished rows ride along until the batch's last finishes)."""
     _check_inputs(profile, spec, workload, seed)
     check_choice("protocol", protocol, PROTOCOLS)

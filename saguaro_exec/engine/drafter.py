@@ -11,6 +11,7 @@ import torch
 
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
 from saguaro_exec.engine.refill import remap
+from saguaro_exec.engine.state import forwarded_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_host
@@ -77,14 +78,17 @@ class Drafter:
     def jit(self, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """K tokens drafted one step at a time from the true prefix; fan [B, K+1] is the per-row
         Saguaro F_i. Returns (tokens [B, K] on the host, q [B, K, V] or None, draft logits D_0..D_{K-1}
-        [B, K, V]); the drafted tokens stay on the device between steps (one transfer at the end)."""
-        chunks = [s[int(n):] for s, n in zip(self.seqs, self.n_valid)]
-        logits = self.runner.last_logits(chunks, self.n_valid)
+        [B, K, V]); the drafted tokens stay on the device between steps (one transfer at the end). Only the
+        ``forwarded_rows`` m are drafted: later (finished) rows get token 0, a uniform q and zero logits,
+        never read."""
+        m = forwarded_rows(self.done)                   # finished rows after the last live one: skipped
+        chunks = [s[int(n):] for s, n in zip(self.seqs[:m], self.n_valid[:m])]
+        logits = self.runner.last_logits(chunks, self.n_valid[:m])
         self.n_valid = self.lengths
-        starts = self.n_valid.tolist()                   # step i's slots as a list: no tensor op per step
+        starts = self.n_valid[:m].tolist()               # step i's slots as a list: no tensor op per step
         toks, qs, rows = [], [], []
         for i in range(self.k):
-            tok, q = self._pick(logits, fan[:, i])
+            tok, q = self._pick(logits, fan[:m, i])
             toks.append(tok)
             qs.append(q)
             rows.append(logits)
@@ -92,15 +96,17 @@ class Drafter:
                 logits = self.runner.decode(tok.view(-1, 1), [s + i for s in starts])[:, 0]
         (tokens,) = to_host(torch.stack(toks, 1))
         q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
-        return tokens, q_all, torch.stack(rows, 1)
+        return _pad_rows(len(self.seqs), tokens, q_all, torch.stack(rows, 1))
 
     def glue(self, tokens: torch.Tensor | list[list[int]]) -> torch.Tensor:
         """Forward the not-yet-cached true tokens (at least the last one) + the K sent tokens (host rows);
-        returns the draft logits after the prefix and after each sent token: D_0..D_K [B, K+1, V]. Its
+        returns the draft logits after the prefix and after each sent token: D_0..D_K [m, K+1, V] for the
+        ``forwarded_rows`` m (finished rows after the last live one are not forwarded). Its
         inputs are plain lists: this is the first thing a build does after the outcome."""
         toks = tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens
-        start = [min(n, len(s) - 1) for n, s in zip(self.n_valid.tolist(), self.seqs)]
-        chunks = [s[m:] + t for s, m, t in zip(self.seqs, start, toks)]
+        m = forwarded_rows(self.done)                   # rows [0, m): the last live one's and before
+        start = [min(n, len(s) - 1) for n, s in zip(self.n_valid.tolist()[:m], self.seqs)]
+        chunks = [s[j:] + t for s, j, t in zip(self.seqs, start, toks)]
         return self.runner.tail_logits(chunks, start, self.k + 1)
 
     def advance(self, acc: torch.Tensor | list[int], bonus: torch.Tensor | list[int],
@@ -115,3 +121,16 @@ class Drafter:
             self.n_valid[b] = len(s) + min(a, cached_spec)
             s.extend(toks[b][:a] + [int(bonus[b])])
             self.done[b] = bool(done[b])
+
+
+def _pad_rows(bsz: int, tokens: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Tokens [m, K], q [m, K, V] and logits [m, K, V] padded to ``bsz`` rows (token 0, uniform q, zero
+    logits): the finished rows ``jit`` skipped."""
+    m = tokens.shape[0]
+    if m == bsz:
+        return tokens, q, logits
+    tokens = torch.cat([tokens, tokens.new_zeros(bsz - m, tokens.shape[1])])
+    if q is not None:
+        q = torch.cat([q, q.new_full((bsz - m, *q.shape[1:]), 1.0 / q.shape[-1])])
+    return tokens, q, torch.cat([logits, logits.new_zeros(bsz - m, *logits.shape[1:])])

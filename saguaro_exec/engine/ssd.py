@@ -19,6 +19,7 @@ import torch
 
 from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
 from saguaro_exec.engine.settings import Decoding
+from saguaro_exec.engine.state import forwarded_rows
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.model import Transformer
@@ -106,6 +107,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             live = ver.state.live()
             ctx = [len(ver.state.seqs[b]) for b in live]
             rids = [ver.state.slots[b].rid for b in live]
+            width = forwarded_rows([s.done for s in ver.state.slots])   # the rows this round's forwards cover
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             t2 = now()
             stop = ver.state.all_done()
@@ -116,7 +118,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
                 link.send(acc, bonus, done, stop, tuple(fresh))
             finally:
                 t3 = now()
-                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, len(ver.state)))
+                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, width))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
             t0, r = now(), r + 1
             admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}

@@ -60,6 +60,16 @@ class Sequence:
 IDLE_ROW = [0]       # what a row without a request holds (SSD under load: both sides keep every row)
 
 
+def forwarded_rows(done: list[bool]) -> int:
+    """Rows a forward covers: up to the last live one (at least one). SSD keeps every row in place (both sides
+    index rows alike without a message for moves), so finished rows after the last live one are skipped
+    rather than moved out: a batch's tail and a light load no longer pay for idle rows."""
+    for b in range(len(done) - 1, -1, -1):
+        if not done[b]:
+            return b + 1
+    return 1
+
+
 def refill_rows(done: list[bool], left: int) -> list[int]:
     """The rule both sides of SSD apply without a message: finished rows, in row order, take the next
     ``left`` prompts of the queue (what ``BatchState.refill`` does in place when every request has arrived)."""

@@ -137,7 +137,7 @@ class SyntheticOutcomes:
 
     def _bonus(self, b: int, a: int, sent: list[int], cands: Candidates | None) -> int:
         excluded = set(self.eos) | ({sent[a]} if a < len(sent) else set())
-        if cands is None:
+        if cands is None or b >= len(cands.ranked):    # SD, or a finished row the build skipped (unread)
             return self._outside(excluded)
         ranked = [t for t in cands.ranked[b][a] if 0 <= t < self.vocab]   # a garbled cache: recv faults on it
         fan = min(cands.fan[b][a], len(ranked))

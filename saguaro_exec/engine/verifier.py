@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
 from saguaro_exec.engine.refill import remap
-from saguaro_exec.engine.state import BatchState
+from saguaro_exec.engine.state import BatchState, forwarded_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device, to_host
@@ -61,12 +62,15 @@ class Verifier:
         """The target forward over each row's uncached tokens + ``toks`` and the verification rule:
         (accepted count [B], bonus [B]) on the model's device, without waiting for the device."""
         seqs = self.state.seqs
-        chunks = [seqs[b][int(self.n_valid[b]):] + toks[b] for b in range(len(seqs))]
-        logits = self.runner.tail_logits(chunks, self.n_valid, tokens.shape[1] + 1)
+        n = forwarded_rows([s.done for s in self.state.slots])     # finished rows after the last live one:
+        chunks = [seqs[b][int(self.n_valid[b]):] + toks[b] for b in range(n)]   # not forwarded (SSD keeps them)
+        logits = self.runner.tail_logits(chunks, self.n_valid[:n], tokens.shape[1] + 1)
         p = logits if self.temperature <= 0 else target_probs(logits, self.temperature)
         dev = logits.device
-        out = verify(p, None if q is None else to_device(q, dev), to_device(tokens, dev), self.temperature,
+        out = verify(p, None if q is None else to_device(q[:n], dev), to_device(tokens[:n], dev), self.temperature,
                      self.gen)
+        if n < len(seqs):                      # the skipped (finished) rows: nothing accepted, bonus 0, unread
+            out = tuple(F.pad(x, (0, len(seqs) - n)) for x in out)
         if self.synthetic is not None:         # the real rule ran (and is waited for); its outcome is replaced
             return self.synthetic.outcome(toks, *to_host(*out))
         return out

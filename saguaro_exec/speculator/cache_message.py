@@ -74,13 +74,14 @@ class CacheLayout:
         msg = torch.empty(self.shape(bsz), dtype=torch.long) if out is None else out
         a = msg.numpy()
         a.fill(-1)
+        a[bsz:-1, :self.top.start] = 0       # rows the build skipped (finished, ``out`` wider): no valid branch
         body = a[:bsz]
         for where, what in ((self.branch_k, f.branch_k), (self.branch_t, f.branch_t), (self.valid, f.valid)):
             body[:, where.start:where.start + n] = what.numpy()
         body[:, self.tokens.start:self.tokens.start + n * k] = cache.tokens.numpy().reshape(bsz, n * k)
         body[:, self.top].reshape(bsz, k + 1, self.r_max)[..., :r] = f.top.numpy()     # views: reshape of a
         body[:, self.rank].reshape(bsz, k + 1, self.r_max)[..., :r] = f.rank.numpy()   # row slice splits its axis
-        a[bsz, 0] = n
+        a[-1, 0] = n
         return self.stamp(msg, times or {}, w)
 
     def stamp(self, t: torch.Tensor, times: dict, w: memoryview | None = None) -> torch.Tensor:
@@ -142,13 +143,14 @@ class CacheLayout:
             js.append(j)
         return hits, ranks, toks, js
 
-    def q_rows(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """q [B, N, K, V] padded to n_max branches, float32 on the CPU (the TAG_CACHE_Q message), written
-        into ``out`` when given (reused: padding rows beyond N are never read, so not cleared)."""
+    def q_rows(self, q: torch.Tensor, out: torch.Tensor | None = None, rows: int | None = None) -> torch.Tensor:
+        """q [m, N, K, V] padded to n_max branches, float32 on the CPU (the TAG_CACHE_Q message) of ``rows``
+        rows (None: m), written into ``out`` when given (reused: padding beyond N or m is never read, so not
+        cleared)."""
         bsz, n, k, v = q.shape
         if out is None:
-            out = torch.zeros(bsz, self.n_max, k, v, dtype=torch.float32)
-        out[:, :n] = q.detach()
+            out = torch.zeros(bsz if rows is None else rows, self.n_max, k, v, dtype=torch.float32)
+        out[:bsz, :n] = q.detach()        # rows past bsz (finished, not built): never read
         return out
 
 

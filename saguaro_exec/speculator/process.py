@@ -126,14 +126,15 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
     while True:
         worker.build()
         if fault is not None and fault.at == n_sent:      # misbehave as planned: pack the (garbled) cache afresh
-            msg = layout.pack(apply_fault(fault, n_sent, worker.cache, vocab))
+            msg = layout.pack(apply_fault(fault, n_sent, worker.cache, vocab),
+                              out=torch.empty(layout.shape(worker.drafter.width), dtype=torch.long))
         else:
             msg = worker.message
         n_sent += 1
         msgs = [(msg, TAG_CACHE)]
         if worker.cache.q is not None:
             q_buffers.reverse()
-            q_buffers[0] = layout.q_rows(worker.cache.q, out=q_buffers[0])
+            q_buffers[0] = layout.q_rows(worker.cache.q, out=q_buffers[0], rows=worker.drafter.width)
             msgs.append((q_buffers[0], TAG_CACHE_Q))
         for work, _ in pending:
             work.wait()

@@ -109,12 +109,13 @@ class DraftWorker:
         t0 = self._now()
         self._settle()
         ts = self._now()
-        d_logits = d.glue(self.sent)
-        t1 = self._now()
+        d_logits = d.glue(self.sent)                  # [m, K+1, V]: finished rows after the last live one
+        t1 = self._now()                              # are not forwarded (Drafter.glue), nor forked / drafted
+        m = d_logits.shape[0]
         self._sent_w[:] = array("q", [t for row in self.sent for t in row])   # not a tensor from nested lists
-        f = fork(d_logits, self._sent_t, self._fan(), ws.n_rank)
+        f = fork(d_logits, self._sent_t[:m], self._fan()[:m], ws.n_rank)
         t2 = self._now()
-        cache = build_tree(d.runner, f, d.lengths, ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
+        cache = build_tree(d.runner, f, d.lengths[:m], ws.k, ws.temperature, ws.sampler_c, ws.fanout, self.gen)
         tp = self._now()
         self.cache = cache.host()
         self._buffers.reverse()
@@ -179,9 +180,12 @@ class DraftWorker:
             times["backup"] = backup_t
         times["reply"] = self.answered
         live_miss = self.from_backup
-        if q is not None:                                  # a miss reads branch 0 (then replaced)
-            rows, j = torch.arange(bsz), torch.tensor([max(0, x) for x in js], dtype=torch.long)
+        if q is not None:                                  # a miss reads branch 0 (then replaced); rows the
+            m = q.shape[0]                                 # build skipped (finished) read a uniform q
+            rows, j = torch.arange(m), torch.tensor([max(0, x) for x in js[:m]], dtype=torch.long)
             q = q[to_device(rows, q.device), to_device(j, q.device)]
+            if m < bsz:
+                q = torch.cat([q, q.new_full((bsz - m, *q.shape[1:]), 1.0 / q.shape[-1])])
             if backup_q is not None:
                 q = torch.where(live_miss.view(-1, 1, 1).to(q.device), backup_q.to(q.device), q)
         tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)

@@ -6,8 +6,9 @@ round boundary; joining rows are prefilled first (the decode batch waits: no chu
 (saguaro_exec/engine/refill.py) the prefill caches the prompt but its last token, and the row's first decode round
 gives its first token(s) (an SD / SSD round up to K + 1 of them); a row leaves at the end of the round that
 completes its output tokens. A new SSD row's first speculation is the backup's (the executor's refill).
-Charged width: AR and SD rounds at the live rows; SSD at the live rows (`ssd_width="live"`) or, as the executor's
-SSD does today (fixed-shape messages), at every slot while any row is live (`"batch"`).
+Charged width: AR and SD rounds at the live rows; SSD at the live rows (`ssd_width="live"`), at every slot up to
+the last live one (`"prefix"`: what the executor's SSD forwards, its rows kept in place for fixed-shape messages),
+or at every slot while any row is live (`"batch"`: the executor before it skipped finished rows).
 
 Speed: a row's future (tokens and hit of each of its rounds) does not depend on the other rows, so it is
 drawn once when it joins (saguaro_sim/load/draws.py) into a slot x round table. The clock then advances one
@@ -42,7 +43,7 @@ from saguaro_sim.workload import Workload
 CONTEXT_STEP = 32   # round costs are evaluated at the mean context rounded to this many tokens
 JITTER_BLOCK = 1 << 14   # jitter pairs drawn at a time
 JITTER_STREAM = 0x6A17   # the jitter's random stream beside the seed (the futures keep theirs)
-SSD_WIDTHS = ("live", "batch")
+SSD_WIDTHS = ("live", "prefix", "batch")
 
 
 @dataclass
@@ -63,8 +64,11 @@ class Replica:
                  seed: int = 0, ssd_width: str = "live", jitter: bool = True) -> None:
         check_choice("ssd_width", ssd_width, SSD_WIDTHS)
         self.profile, self.schedule, self.stream, self.max_batch = profile, schedule, stream, max_batch
-        # rows an SSD round forwards while any is live (None: the live ones); the executor keeps min(B, requests)
-        self.fixed_width = min(max_batch, len(stream)) if ssd_width == "batch" and schedule.mode == "ssd" else None
+        # rows an SSD round forwards while any is live (None: the live ones); "batch": every one of min(B,
+        # requests) slots; "prefix": the slots up to the last live one (the executor: rows stay in place)
+        ssd = schedule.mode == "ssd"
+        self.fixed_width = min(max_batch, len(stream)) if ssd_width == "batch" and ssd else None
+        self.prefix_width = ssd_width == "prefix" and ssd
         rng = np.random.default_rng(seed)
         self.bands = [self._resolve(b, spec, rng) for b, spec in schedule.entries]
         self._band_of = [schedule.band(max(1, b)) for b in range(max_batch + 1)]   # entry per live batch size
@@ -191,7 +195,7 @@ class Replica:
         b = self.bands[band]
         if b.spec.mode != "ssd":
             return None
-        width = self.fixed_width or rows
+        width = self._forwarded(rows)
         key = (band, width, "backup")
         if key not in self._costs:
             ctx = float(np.mean(self.stream.prompt_tokens))
@@ -237,6 +241,13 @@ class Replica:
         self.tok[slots, c:], self.hit[slots, c:] = 0, True
         self._place(slots, src, left)
 
+    def _forwarded(self, live: int) -> int:
+        """Rows a round forwards with ``live`` rows live (see ``ssd_width``)."""
+        if self.prefix_width:
+            slots = np.flatnonzero(self.req >= 0)
+            return int(slots[-1]) + 1 if len(slots) else max(1, live)
+        return self.fixed_width or live
+
     def _cost(self, batch: int, context: float) -> RoundCost:
         key = (self.band_index, batch, round(context / CONTEXT_STEP))
         got = self._costs.get(key)
@@ -261,7 +272,7 @@ class Replica:
         rounds = first_leave - g + 1
         c = g - self.origin
         context = (self.ctx_sum + float(self.tok[:, c:c + rounds // 2].sum())) / b
-        width = self.fixed_width or b
+        width = self._forwarded(b)
         cost = self._cost(width, context)
         if self._pairs is not None:
             missed = ~self.hit[:, c:c + rounds].all(axis=0) if cost.miss_s else None

@@ -29,8 +29,9 @@ def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream:
     ConfigSchedule giving the config per live batch size); latencies per request, SLO verdicts when `slo`
     is given, cost per million output tokens when `gpu_hour_usd` is. TTFT ends with a request's first decode
     round (its prefill gives no token, as in the executor), TPOT = (finish - first token) / (tokens - 1).
-    ssd_width: the rows an SSD round forwards, "live" (the live ones, as AR and SD) or "batch" (all
-    min(max_batch, requests) slots while any is live: saguaro_exec's SSD under load today). jitter: draw each
+    ssd_width: the rows an SSD round forwards, "live" (the live ones, as AR and SD), "prefix" (every slot up
+    to the last live one: saguaro_exec's SSD, whose rows stay in place) or "batch" (all min(max_batch,
+    requests) slots while any is live: the executor's SSD before it skipped finished rows). jitter: draw each
     round's (verification, draft-side) multipliers from the profile's measured pairs (profile.executor.jitter;
     nothing without them), seeded by ``seed``; False charges every round its mean cost."""
     if not isinstance(profile, Profile):

@@ -2,8 +2,9 @@
 
 Continuous batching (fixed=False): the workload's sequences enter `batch_size` slots in order; when one
 finishes, the next waiting sequence takes its slot at the end of that round; once none wait the batch
-shrinks, unless keep=True (the SSD executor: both sides keep the batch's rows, fixed-shape messages), where
-a finished row nobody takes rides along and forwards keep the batch's width to the end. Fixed batches
+shrinks, unless keep=True (the SSD executor: both sides keep every row in place, fixed-shape messages), where
+a finished row nobody takes stays in its slot and forwards cover every slot up to the last active one (the
+executor's ``forwarded_rows``). Fixed batches
 (fixed=True): sequences go in batches of `batch_size`; a finished row rides along until the batch's last row
 finishes, then the next batch starts. Each new sequence starts from a primary (cached) speculation: prefill and the first
 draft are not modelled. Rows (optional): per-request (pmf_primary, pmf_backup, hit_table) triples (the
@@ -69,7 +70,10 @@ class BatchState:
 
     @property
     def n_forward(self) -> int:
-        """Rows each forward runs: the active ones, plus finished rows riding along in a fixed batch."""
+        """Rows each forward runs: the active ones, plus finished rows riding along in a fixed batch; kept
+        rows (SSD): every slot up to the last active one (the executor skips finished rows after it)."""
+        if self.keep:
+            return max(self.slots) + 1 if self.slots else 1
         return len(self.slots) + len(self.riding)
 
     def any_from_backup(self) -> bool:
@@ -185,7 +189,7 @@ class BatchState:
         if self.fixed:
             self._refill_fixed(ended, now)
             return
-        for s in ended:
+        for s in sorted(ended):         # in slot order, as the executor's rows take the next prompts
             self.finish_s[self.seq[s]] = now
             self.ctx_sum -= self.ctx[s]
             if self.next_seq < self.num_sequences:

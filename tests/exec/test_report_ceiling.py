@@ -4,11 +4,11 @@ throughput and tokens / verification time (which also drops prefills and the ver
 from __future__ import annotations
 
 import pytest
+from exec_helpers import tiny_models
 
 from saguaro_exec import run
 from saguaro_exec.config import RunConfig
 from saguaro_sim.config import SpecConfig
-from exec_helpers import tiny_models
 
 PROMPTS = [[1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11, 12]]
 
