@@ -3,7 +3,9 @@
     .venv/bin/python bench/bench_handoff.py --out out/bench_handoff.json
 
 Runs SSD (batch 1, T = 0 by default) --repeats times per variant, interleaved: the Python GC in the
-verifier process left on, disabled during the run, or frozen after loading (gc.freeze), and each
+verifier process left on, disabled during the run, or frozen after loading (gc.freeze; since 2026-12-01
+``saguaro_exec.run`` freezes what is alive at its start itself, and the draft process after loading, so "on"
+and "freeze" now differ only in the caller's objects), and each
 --transports entry when the executor has that option. Per round (bench/handoff_stats.py): the
 draft-side gap (outcome posted / cache built -> the draft acts), the verifier-side gap (cache ready ->
 verification starts), the verifier's wait and the share of rounds stalled > 1 ms, as p50/p90/p99, not
