@@ -81,8 +81,9 @@ def draft_main(args: DraftArgs, rank: int, port: int) -> None:
     store = join(port, 2, rank, args.timeout_s)
     pg = draft_group(args.transport, args.shm_fd, port, rank, args.timeout_s, store)
     model = load_source(args.source, args.device, args.dtype)
-    gc.collect()                           # the model and start-up objects out of the cyclic GC's walks
-    gc.freeze()                            # for good (this process only decodes): shorter pauses per round
+    gc.collect()                           # no cyclic-GC pass while it serves (this process only decodes,
+    gc.freeze()                            # makes almost no cycles and exits after the run): a pass stalls a
+    gc.disable()                           # round (run.frozen_gc)
     report(store, "ready", rank)
     n_sent, vocab = 0, model.config.vocab_size
     serve_batch = _serve_push if args.protocol == "push" else _serve_reply
