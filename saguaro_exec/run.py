@@ -174,9 +174,8 @@ def frozen_gc() -> Iterator[None]:
     on the 6 ms deep-pair round; rounds waiting > 1 ms 2.0% with it, 0.5% without: bench/bench_handoff.py); the
     loop makes almost no reference cycles, and what cyclic garbage it makes waits for the run's end."""
     frozen, enabled = gc.get_freeze_count() == 0, gc.isenabled()
-    if frozen:
-        gc.collect()
-        gc.freeze()
+    if frozen:              # no gc.collect() first: a full pass costs ~0.1 s in a big process, and garbage
+        gc.freeze()         # frozen with the rest goes back to the collector at the end
     gc.disable()
     try:
         yield
