@@ -171,7 +171,7 @@ def frozen_gc() -> Iterator[None]:
     """No cyclic-GC pass inside the run: what is alive when decoding starts (models, caches, the caller's objects)
     is frozen out of the collector's walks and automatic collection is off until the run ends, when both are
     restored (unless the caller had frozen or disabled already). A pass stalls a round (generation 1 up to ~2 ms
-    on the 6 ms deep-pair round; rounds waiting > 1 ms 2.0% with it, 0.5% without: bench/bench_handoff.py); the
+    on the 6 ms deep-pair round; rounds waiting > 1 ms 2.0% with passes, 0.0% without: bench/bench_handoff.py); the
     loop makes almost no reference cycles, and what cyclic garbage it makes waits for the run's end."""
     frozen, enabled = gc.get_freeze_count() == 0, gc.isenabled()
     if frozen:              # no gc.collect() first: a full pass costs ~0.1 s in a big process, and garbage

@@ -123,14 +123,15 @@ class Drafter:
             self.done[b] = bool(done[b])
 
 
+def pad_rows(t: torch.Tensor, bsz: int, fill: float) -> torch.Tensor:
+    """``t`` [m, ...] padded to ``bsz`` rows of ``fill``: rows a forward skipped (finished, never read)."""
+    m = t.shape[0]
+    return t if m == bsz else torch.cat([t, t.new_full((bsz - m, *t.shape[1:]), fill)])
+
+
 def _pad_rows(bsz: int, tokens: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Tokens [m, K], q [m, K, V] and logits [m, K, V] padded to ``bsz`` rows (token 0, uniform q, zero
-    logits): the finished rows ``jit`` skipped."""
-    m = tokens.shape[0]
-    if m == bsz:
-        return tokens, q, logits
-    tokens = torch.cat([tokens, tokens.new_zeros(bsz - m, tokens.shape[1])])
-    if q is not None:
-        q = torch.cat([q, q.new_full((bsz - m, *q.shape[1:]), 1.0 / q.shape[-1])])
-    return tokens, q, torch.cat([logits, logits.new_zeros(bsz - m, *logits.shape[1:])])
+    """``jit``'s tokens [m, K], q [m, K, V] and logits [m, K, V] padded to ``bsz`` rows (token 0, a uniform q,
+    zero logits)."""
+    q = None if q is None else pad_rows(q, bsz, 1.0 / q.shape[-1])
+    return pad_rows(tokens, bsz, 0), q, pad_rows(logits, bsz, 0.0)

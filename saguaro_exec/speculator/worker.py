@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from saguaro_exec.engine.drafter import Drafter
+from saguaro_exec.engine.drafter import Drafter, pad_rows
 from saguaro_exec.engine.state import IDLE_ROW, refill_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
@@ -184,8 +184,7 @@ class DraftWorker:
             m = q.shape[0]                                 # build skipped (finished) read a uniform q
             rows, j = torch.arange(m), torch.tensor([max(0, x) for x in js[:m]], dtype=torch.long)
             q = q[to_device(rows, q.device), to_device(j, q.device)]
-            if m < bsz:
-                q = torch.cat([q, q.new_full((bsz - m, *q.shape[1:]), 1.0 / q.shape[-1])])
+            q = pad_rows(q, bsz, 1.0 / q.shape[-1])
             if backup_q is not None:
                 q = torch.where(live_miss.view(-1, 1, 1).to(q.device), backup_q.to(q.device), q)
         tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)
