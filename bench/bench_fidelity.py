@@ -47,6 +47,8 @@ from saguaro_sim.optimize import optimize  # noqa: E402
 from saguaro_sim.search import Constraints  # noqa: E402
 
 CHOICE = "optimizer choice"
+MICRO_REPEATS = 15   # per microbenchmark point (7 before: a point's median moved 10-15% with the box, and the
+#                      width-1 target step was fitted 0.2 ms above what the executor's steps took); ~10 s more
 SIM_SEEDS = 16   # simulations per config (seeds 0..15), summarised by their median like the measured repeats
 PHASES = ("verify_s", "wait_s", "msg_s", "glue_s", "fork_s", "tree_s", "backup_s", "draft_reply_s")
 
@@ -72,6 +74,7 @@ def collect(args: argparse.Namespace, save: Path) -> None:
 
     def real(spec: SpecConfig, file: str, seed: int) -> None:
         before = probe()        # pass i samples with seed i: identical T > 0 repeats added no acceptance data
+        prompts = _workload(args, spec.batch_size)[0]
         rep = run(RunConfig(spec=spec, target=target, draft=draft, prompts=prompts, max_new_tokens=args.tokens,
                             threads=args.threads, seed=seed))
         rep.measurements.meta["speed_probe_s"] = (before + probe()) / 2
@@ -80,7 +83,7 @@ def collect(args: argparse.Namespace, save: Path) -> None:
 
     load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
     ctxs = (workload.prompt_tokens, workload.prompt_tokens + args.tokens // 2, workload.prompt_tokens + args.tokens)
-    grid = profile_pair(target, draft, contexts=ctxs, threads=args.threads, repeats=3 if args.quick else 7,
+    grid = profile_pair(target, draft, contexts=ctxs, threads=args.threads, repeats=3 if args.quick else MICRO_REPEATS,
                         batches=(1, 2, 4) if args.quick else (1, 2, 4, 8))   # the link is profiled with messages
     grid.to_json(save / "grid.json")
     calib = {f"calib_{j}": spec for j, spec in enumerate(_calibration(args))}
@@ -89,14 +92,15 @@ def collect(args: argparse.Namespace, save: Path) -> None:
     for i, names in enumerate(order):
         for name in names:
             if name not in specs:  # pass 0, calibration done: pin the tests and pick the optimizer's choice
-                specs.update(_pinned(grid, _load(save, "calib_*_p0"), workload, _tests(args)))
+                specs.update(_pinned(grid, _load(save, "calib_*_p0"), args, _tests(args)))
             real(specs[name], _file(name, i), i)
     cpu1 = cpu_times()
     dump_json(save / "collect.json", {"load_average_start": load0, "load_average_end": os.getloadavg(),
                                       "cpu_start": cpu0, "cpu_end": cpu1, "steal_share": steal_share(cpu0, cpu1),
                                       "quick": bool(args.quick), "tests_run": [n for n, _ in _tests(args)],
                                       "collect_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
-                                      "tokens": args.tokens, "prompts": len(prompts), "threads": args.threads,
+                                      "tokens": args.tokens, "prompts": len(prompts), "prompts_by_batch": True,
+                                      "threads": args.threads,
                                       "repeats": args.repeats, "seed": args.seed, "order": order})
 
 
@@ -152,11 +156,12 @@ def drift(runs: list[Measurements], calib: list[Measurements]) -> float | None:
     return speed_drift([m.meta.get("speed_probe_s") for m in runs], [m.meta.get("speed_probe_s") for m in calib])
 
 
-def _pinned(grid: Measurements, calib: list[Measurements], workload: Workload,
+def _pinned(grid: Measurements, calib: list[Measurements], args: argparse.Namespace,
             tests: list[tuple[str, SpecConfig]]) -> dict:
     """Tests pinned (fan-outs, backup) on the first pass's fit, and the optimizer's choice (b=1, T=0) on it."""
     profile = fit(grid, *calib, name="fidelity-calibration")
-    out = {name: pin(spec, profile, workload) for name, spec in tests}
+    out = {name: pin(spec, profile, _workload(args, spec.batch_size)[1]) for name, spec in tests}
+    workload = _workload(args)[1]
     profiles = fit_modes(grid, calib, "fidelity", 0.0)  # as autotune does: per-mode costs
     predictor, simulator = by_mode(profiles)
     plan = optimize(profiles["ssd"], workload, batch_size=1, temperature=0.0, predictor=predictor,
@@ -188,10 +193,21 @@ def phases(runs: list[Measurements]) -> dict:
     return out
 
 
-def _workload(args: argparse.Namespace) -> tuple[list[str], Workload]:
+def rows_for(prompts: int, batch: int) -> int:
+    """Requests a run at this batch size decodes: `prompts` at batch 1-2, then prompts x batch / 2, so every
+    run lasts about as long (1-1.5 s on the tiny pair). With 8 requests whatever the batch, batch 4-8 runs took
+    0.35-0.7 s and their repeats spread 20-50% (the box's speed moves on that scale; 6-14% over 1.5 s runs)."""
+    return prompts * max(1, batch // 2)
+
+
+def _workload(args: argparse.Namespace, batch: int = 1, by_batch: bool = True) -> tuple[list[str], Workload]:
+    """(prompts, simulator workload) of a run at this batch size: the built-in prompts, cycled to
+    ``rows_for`` requests (`by_batch` False: `args.prompts` whatever the batch, as runs saved before it did)."""
     from saguaro_exec.io.prompts import BUILTIN_PROMPTS
 
-    prompts = list(BUILTIN_PROMPTS)[:args.prompts]
+    base = list(BUILTIN_PROMPTS)[:args.prompts]
+    n = rows_for(len(base), batch) if by_batch else len(base)
+    prompts = [base[i % len(base)] for i in range(n)]
     mean_prompt = float(np.mean([len(p.encode()) for p in prompts]))
     return prompts, Workload(num_sequences=len(prompts), output_tokens=args.tokens, prompt_tokens=round(mean_prompt))
 
@@ -258,8 +274,10 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     The calibration runs of all passes are pooled (--paired: each pass's tests are predicted from that pass's
     calibration runs only, and the predictions' median is compared).
     """
-    _, workload = _workload(args)
     state = json.loads((save / "collect.json").read_text())
+    if "tokens" in state:          # the replayed runs' own workload, whatever this call's defaults
+        args = argparse.Namespace(**{**vars(args), "tokens": state["tokens"], "prompts": state["prompts"]})
+    by_batch = bool(state.get("prompts_by_batch", False))
     tests = [(n, sp) for n, sp in TESTS if n in state["tests_run"]] if "tests_run" in state else _tests(args)
     n_pass = len(list(save.glob("calib_0_p*.json"))) or 1
     profile_for = profile_cache(save, args.paired, args.single, args.bare)
@@ -270,6 +288,7 @@ def evaluate(args: argparse.Namespace, save: Path) -> dict:
     def row(name: str, adjust: bool = False) -> dict:
         runs = _repeats(save, name)
         spec = SpecConfig.from_dict(runs[0].meta["spec"])
+        workload = _workload(args, spec.batch_size, by_batch)[1]
         n_prof = min(n_pass, len(runs))     # one simulation of 8 x 96 tokens spreads +-5% in tokens per round:
         sims = [predicted(profile_for(spec, j % n_prof), spec, workload, seed=j)   # the median over seeds
                 for j in range(max(SIM_SEEDS, n_prof))]

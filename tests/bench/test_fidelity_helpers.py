@@ -129,3 +129,19 @@ def test_measured_rate_stops_each_row_at_max_new_tokens():
     rounds = [{"batch_index": 0, "seq": [0], "t0": float(i), "t1": i + 1.0, "accepted": [3]} for i in range(3)]
     meas = Measurements(meta={"max_new_tokens": 10}, rounds=rounds)
     assert decode_rate(meas) == pytest.approx((4 + 2) / 2)      # round 0 (prefill) left out; 4 + 4 + 2 = 10
+
+
+def test_wide_batches_decode_more_requests_so_every_run_lasts_about_as_long():
+    """8 requests at batch 1-2, 8 x batch / 2 beyond (cycled prompts, same mean length); runs saved before
+    (no prompts_by_batch in collect.json) replay with 8 whatever the batch."""
+    import argparse
+
+    from bench.bench_fidelity import _workload, rows_for
+
+    assert [rows_for(8, b) for b in (1, 2, 4, 6, 8)] == [8, 8, 16, 24, 32]
+    args = argparse.Namespace(prompts=8, tokens=96)
+    p1, w1 = _workload(args, 1)
+    p8, w8 = _workload(args, 8)
+    assert len(p1) == w1.num_sequences == 8 and len(p8) == w8.num_sequences == 32
+    assert p8[:8] == p1 and p8[8:16] == p1 and w8.prompt_tokens == w1.prompt_tokens
+    assert _workload(args, 8, by_batch=False)[1].num_sequences == 8
