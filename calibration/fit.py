@@ -13,6 +13,7 @@ import numpy as np
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
+from calibration.fit_drift import speed_drift
 from calibration.fit_executor import (
     draft_round,
     effective_link_s,
@@ -231,7 +232,8 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         rnd, prov["draft_round"] = draft_round(push if temperature is None else same_regime(runs, temperature))
         costs = costs.with_draft_round(rnd)
         jit, prov["round_jitter"] = round_jitter(push)
-        costs = costs.with_jitter(jit)
+        drift, prov["speed_drift"] = speed_drift(runs)     # the machine's, whatever the mode: every run
+        costs = costs.with_jitter(jit).with_drift(drift)
         pre, prov["prefill_fit"] = fit_prefill(models["target"], models["draft"], runs)
         loop, prov["loop_fit"] = fit_loop(runs)
         costs = with_prefill(costs, {**pre, **loop})

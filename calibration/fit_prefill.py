@@ -13,6 +13,8 @@ SD's prefills leave after the target side's fitted cost.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from calibration.fit_acceptance import RunRounds
@@ -93,4 +95,4 @@ def with_prefill(costs: ExecutorCosts | None, lines: dict) -> ExecutorCosts | No
     costs = costs or ExecutorCosts()
     merged = {r: dict(v) for r, v in costs.lines.items()}
     merged.setdefault("greedy", {}).update({k: list(v) for k, v in lines.items()})
-    return ExecutorCosts(lines=merged, draft_round=costs.draft_round, jitter=costs.jitter)
+    return replace(costs, lines=merged)

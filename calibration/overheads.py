@@ -13,14 +13,16 @@ median (a line in the batch width and the pushed cache's q rows where fitted: ``
 plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``jitter``: measured
 (verification, cache build) multipliers of single SSD rounds (mean 1 each, drawn as pairs): the two sides overlap,
 so a round lasts the longer of the two, and their round-to-round spread lengthens the mean round where they are
-balanced (E[max] > max of the means). ``prefill`` / ``draft_prefill``: a batched prefill's overhead on the target
+balanced (E[max] > max of the means). ``drift``: the machine's slower speed changes within a run, a multiplier every
+10 ms of its clock (calibration/fit_drift.py), which the load simulator applies at its own clock (what moves one
+request's TPOT against another's). ``prefill`` / ``draft_prefill``: a batched prefill's overhead on the target
 / SD's draft side, tokens = rows x cached prompt tokens (calibration/fit_prefill.py: from the runs' own refills);
 ``loop``: AR / SD's per-round bookkeeping between rounds, tokens = rows forwarded (calibration/fit_loop.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from calibration.errors import ConfigError, check_number
 
@@ -29,6 +31,7 @@ KINDS = ("verify", "ar_step", "draft_step", "glue", "fork", "tree_step", "backup
 REGIMES = ("greedy", "sampled", "sampled_c")
 _DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
 SIGMA_KINDS = ("draft_step", "tree_step", "backup_step")   # sample from sigma_{F,C}: C < 1 adds work
+DRIFT_DT_S = 0.01   # the speed-drift series' time step (s of a run's clock; calibration/fit_drift.py)
 
 
 def plane(line: list | tuple, batch: float, new_tokens: float) -> float:
@@ -45,6 +48,7 @@ class ExecutorCosts:
     lines: dict = field(default_factory=dict)
     draft_round: dict = field(default_factory=dict)
     jitter: tuple = ()
+    drift: tuple = ()      # the machine's slow speed multipliers every DRIFT_DT_S (calibration/fit_drift.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.lines, dict):
@@ -77,6 +81,12 @@ class ExecutorCosts:
             pairs.append((float(check_number(f"profile.executor.jitter[{i}][0]", pair[0], 0.0, 20.0)),
                           float(check_number(f"profile.executor.jitter[{i}][1]", pair[1], 0.0, 20.0))))
         object.__setattr__(self, "jitter", tuple(pairs))
+        if not isinstance(self.drift, list | tuple):
+            raise ConfigError("profile.executor.drift", f"must be a list, got {type(self.drift).__name__}",
+                              "[multiplier, ...]")
+        object.__setattr__(self, "drift", tuple(float(check_number(f"profile.executor.drift[{i}]", v, 0.0, 20.0,
+                                                                   lo_open=True))
+                                                for i, v in enumerate(self.drift)))
 
     def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0,
                  sampler_c: float = 1.0) -> float:
@@ -90,11 +100,15 @@ class ExecutorCosts:
 
     def with_draft_round(self, draft_round: dict) -> ExecutorCosts:
         """A copy with the draft's per-round time replaced."""
-        return ExecutorCosts(lines=self.lines, draft_round=dict(draft_round), jitter=self.jitter)
+        return replace(self, draft_round=dict(draft_round))
 
     def with_jitter(self, jitter: list | tuple) -> ExecutorCosts:
         """A copy with the per-round (verify, build) multipliers replaced."""
-        return ExecutorCosts(lines=self.lines, draft_round=self.draft_round, jitter=tuple(jitter))
+        return replace(self, jitter=tuple(jitter))
+
+    def with_drift(self, drift: list | tuple) -> ExecutorCosts:
+        """A copy with the slow speed-drift series replaced."""
+        return replace(self, drift=tuple(drift))
 
     def draft_round_median(self, width: int = 0, q_rows: int = 0) -> float:
         """Median draft-side time of a round forwarding `width` rows whose pushed cache carries `q_rows` draft
@@ -114,6 +128,8 @@ class ExecutorCosts:
              "draft_round": dict(self.draft_round)}
         if self.jitter:      # written only when fitted (older profiles have none)
             d["jitter"] = [list(p) for p in self.jitter]
+        if self.drift:
+            d["drift"] = list(self.drift)
         return d
 
     @classmethod
@@ -122,8 +138,9 @@ class ExecutorCosts:
             return None
         if not isinstance(d, dict):
             raise ConfigError("profile.executor", f"must be an object, got {type(d).__name__}", "{lines, draft_round}")
-        unknown = sorted(set(d) - {"lines", "draft_round", "jitter"})
+        unknown = sorted(set(d) - {"lines", "draft_round", "jitter", "drift"})
         if unknown:
-            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key", "lines, draft_round, jitter")
+            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key", "lines, draft_round, jitter, drift")
+        drift = d.get("drift", ())
         return cls(lines=dict(d.get("lines", {})), draft_round=dict(d.get("draft_round", {})),
-                   jitter=tuple(d.get("jitter", ())))
+                   jitter=tuple(d.get("jitter", ())), drift=tuple(drift) if isinstance(drift, list | tuple) else drift)

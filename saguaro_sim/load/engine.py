@@ -20,6 +20,9 @@ the new configuration from their current state (the chain is Markov, so this is 
 Round jitter: with the profile's measured (verification, draft-side) multiplier pairs (profile.executor.jitter)
 each round draws one pair (its own seeded stream, so the futures do not change) that scales the round's two sides
 (costs.RoundCost.jittered); the pairs are drawn a block at a time and a stretch takes the next ones in order.
+Speed drift: with the profile's measured slow multipliers (profile.executor.drift, one per 10 ms of a run's
+clock) every round and prefill is scaled by the value at its start on the simulated clock, read from a seeded
+offset: what moves one request's TPOT against another's (a request averages its rounds' jitter away).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 import simpy
 
 from calibration.errors import check_choice
+from calibration.overheads import DRIFT_DT_S
 from calibration.profile import Profile
 from saguaro_sim.analytic import accept_pmfs, hit_table, round_times, uses_fast_backup
 from saguaro_sim.config import SpecConfig
@@ -43,6 +47,7 @@ from saguaro_sim.workload import Workload
 CONTEXT_STEP = 32   # round costs are evaluated at the mean context rounded to this many tokens
 JITTER_BLOCK = 1 << 14   # jitter pairs drawn at a time
 JITTER_STREAM = 0x6A17   # the jitter's random stream beside the seed (the futures keep theirs)
+DRIFT_STREAM = 0xD21F    # the speed drift's starting offset
 SSD_WIDTHS = ("live", "prefix", "batch")
 
 
@@ -105,6 +110,10 @@ class Replica:
         self._jit_rng = np.random.default_rng([seed, JITTER_STREAM])
         self._jv = self._jb = np.empty(0)
         self._jcur = 0
+        self._drift = np.asarray(ex.drift, dtype=float) if jitter and ex is not None and ex.drift else None
+        if self._drift is not None:       # base (unscaled) seconds the clock covers by each step of the series
+            self._drift0 = int(np.random.default_rng([seed, DRIFT_STREAM]).integers(len(self._drift)))
+            self._dcum = np.concatenate([[0.0], np.cumsum(DRIFT_DT_S / self._drift)])
 
     @property
     def rounds(self) -> int:
@@ -171,6 +180,9 @@ class Replica:
         t_target, t_draft = prefill_cost(self.profile, spec, take, float(np.mean(st.prompt_tokens[new])),
                                          self._backup_s(band, live + take))
         start = env.now
+        if self._drift is not None:           # the machine's speed now
+            f = float(self._speed(start))
+            t_target, t_draft = t_target * f, t_draft * f
         if spec.mode == "ssd":
             yield env.all_of([env.process(self._busy(t_target)), env.process(self._busy(t_draft))])
             self.draft_busy += t_draft
@@ -256,6 +268,19 @@ class Replica:
             got = self._costs[key] = round_cost(self.profile, band.spec, batch, key[2] * CONTEXT_STEP, band.fast)
         return got
 
+    def _speed(self, now: float, base_s: np.ndarray | float = 0.0) -> np.ndarray | float:
+        """The machine's speed multiplier for work starting `base_s` unscaled seconds after `now`: the profile's
+        drift series (a value per DRIFT_DT_S of the clock, from a seeded offset, wrapping around) read where the
+        clock gets to once the work before it ran at the series' speeds (slow steps hold less work, so a
+        stretch's rounds do not land evenly on the series)."""
+        n, cum = len(self._drift), self._dcum
+        step = self._drift0 + now / DRIFT_DT_S                       # where `now` is on the series
+        whole, frac = divmod(step, 1.0)
+        i = int(whole) % n
+        at = (step // n) * cum[-1] + cum[i] + frac * (cum[i + 1] - cum[i]) + np.asarray(base_s)
+        j = np.searchsorted(cum, at % cum[-1], side="right") - 1
+        return self._drift[np.clip(j, 0, n - 1)]
+
     def _jitter(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The next n rounds' (verification, draft-side) multipliers (not consumed: ``_jcur`` moves on)."""
         if self._jcur + n > len(self._jv):
@@ -282,6 +307,8 @@ class Replica:
             times = np.maximum(cost.base_s + cost.miss_s * missed, cost.floor_s)
         else:
             missed, times = None, np.full(rounds, cost.base_s)
+        if self._drift is not None:
+            times = times * self._speed(env.now, np.cumsum(times) - times)
         clock = env.now + np.cumsum(times)
         if b < self.max_batch and self.arrived < len(self.stream):
             rounds = min(rounds, int(np.searchsorted(clock, self.stream.arrival_s[self.arrived])) + 1)

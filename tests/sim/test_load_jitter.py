@@ -1,5 +1,6 @@
-"""Round jitter under load: each round draws a measured (verification, draft-side) multiplier pair from
-profile.executor.jitter, seeded and deterministic, leaving the futures (tokens, hits) as they were."""
+"""Round jitter and speed drift under load: each round draws a measured (verification, draft-side) multiplier
+pair from profile.executor.jitter and is scaled by the machine's drift at its start (profile.executor.drift),
+seeded and deterministic, leaving the futures (tokens, hits) as they were."""
 
 import dataclasses
 
@@ -15,8 +16,8 @@ BASE = load_preset("cpu-tinypair")
 AR, SSD = SpecConfig(mode="ar", k=0, budget=0), SpecConfig(mode="ssd", k=3, budget=8, backup="neural")
 
 
-def _with_pairs(pairs):
-    return dataclasses.replace(BASE, executor=BASE.executor.with_jitter(pairs))
+def _with_pairs(pairs, drift=()):
+    return dataclasses.replace(BASE, executor=BASE.executor.with_jitter(pairs).with_drift(drift))
 
 
 def test_jitter_is_seeded_and_off_means_no_pairs():
@@ -55,3 +56,22 @@ def test_ssd_round_is_the_longer_jittered_side():
     flat, jit = (simulate_load(prof, SSD, st, max_batch=4, seed=0, jitter=x) for x in (False, True))
     assert flat.rounds == jit.rounds                                   # the same futures
     assert (jit.sim_time_s - jit.prefill_s) > 1.3 * (flat.sim_time_s - flat.prefill_s)
+
+
+def test_drift_scales_rounds_on_the_clock_and_spreads_requests_not_throughput():
+    """A constant drift of 2 doubles every round and prefill; a drift alternating 0.75 / 1.5 every 100 ms
+    (averaging 1 over rounds) leaves the busy time within 5% over 1000 rounds but spreads the TPOT of
+    60 eight-token requests, which the jitter alone (none here) could not."""
+    one = RequestStream(np.zeros(1), np.array([48]), np.array([1001]))
+    flat, twice = (simulate_load(_with_pairs((), d), AR, one, max_batch=1) for d in ((), (2.0,)))
+    assert twice.sim_time_s == pytest.approx(2 * flat.sim_time_s, rel=1e-9)
+    wave = tuple([0.75] * 10 + [1.5] * 10)
+    wave = tuple(v * float(np.mean(1 / np.asarray(wave))) for v in wave)   # rounds average 1
+    w = simulate_load(_with_pairs((), wave), AR, one, max_batch=1)
+    assert w.sim_time_s - w.prefill_s == pytest.approx(flat.sim_time_s - flat.prefill_s, rel=0.05)
+    st = poisson_stream(5.0, 60, 48, 8, seed=0)
+    f, d = (simulate_load(_with_pairs((), x), AR, st, max_batch=1, seed=0) for x in ((), wave))
+    assert f.tpot_s["p99"] == pytest.approx(f.tpot_s["p50"])
+    assert d.tpot_s["p99"] > 1.5 * d.tpot_s["p50"]
+    off = simulate_load(_with_pairs((), wave), AR, st, max_batch=1, seed=0, jitter=False)
+    assert np.array_equal(off.per_request["tpot_s"], f.per_request["tpot_s"])   # jitter=False: neither
