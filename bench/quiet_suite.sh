@@ -44,7 +44,7 @@ for s in "${steps[@]}"; do
     handoff)   $PY bench/bench_handoff.py --repeats 3 --gc on,freeze --out "$OUT/bench_handoff.json" > "$OUT/bench_handoff.txt" 2>&1 ;;
     peers)     $PY bench/bench_peers.py --no-progress --out "$OUT/bench_peers.json" > "$OUT/bench_peers.txt" 2>&1 ;;
     fidelity)  $PY bench/bench_fidelity.py --repeats 5 --save "$OUT/fidelity-runs" --out "$OUT/fidelity.json" > "$OUT/fidelity.txt" 2>&1 ;;
-    load)      $PY bench/bench_load.py --repeats 3 --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
+    load)      $PY bench/bench_load.py --repeats 5 --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
     demo)      make demo > "$OUT/demo.txt" 2>&1 ;;
     sim)       $PY bench/bench_sim.py --out "$OUT/bench_sim.json" > "$OUT/bench_sim.txt" 2>&1 ;;
   esac
