@@ -114,6 +114,7 @@ class Replica:
         if self._drift is not None:       # base (unscaled) seconds the clock covers by each step of the series
             self._drift0 = int(np.random.default_rng([seed, DRIFT_STREAM]).integers(len(self._drift)))
             self._dcum = np.concatenate([[0.0], np.cumsum(DRIFT_DT_S / self._drift)])
+            self._dcum_list, self._drift_list = self._dcum.tolist(), self._drift.tolist()   # scalar reads
 
     @property
     def rounds(self) -> int:
@@ -181,7 +182,7 @@ class Replica:
                                          self._backup_s(band, live + take))
         start = env.now
         if self._drift is not None:           # the machine's speed now
-            f = float(self._speed(start))
+            f = self._speed(start)
             t_target, t_draft = t_target * f, t_draft * f
         if spec.mode == "ssd":
             yield env.all_of([env.process(self._busy(t_target)), env.process(self._busy(t_draft))])
@@ -268,18 +269,20 @@ class Replica:
             got = self._costs[key] = round_cost(self.profile, band.spec, batch, key[2] * CONTEXT_STEP, band.fast)
         return got
 
-    def _speed(self, now: float, base_s: np.ndarray | float = 0.0) -> np.ndarray | float:
+    def _speed(self, now: float, base_s: np.ndarray | None = None) -> np.ndarray | float:
         """The machine's speed multiplier for work starting `base_s` unscaled seconds after `now`: the profile's
         drift series (a value per DRIFT_DT_S of the clock, from a seeded offset, wrapping around) read where the
         clock gets to once the work before it ran at the series' speeds (slow steps hold less work, so a
-        stretch's rounds do not land evenly on the series)."""
-        n, cum = len(self._drift), self._dcum
+        stretch's rounds do not land evenly on the series); `base_s` None: the value at `now`."""
+        cum, n = self._dcum_list, len(self._drift_list)
         step = self._drift0 + now / DRIFT_DT_S                       # where `now` is on the series
-        whole, frac = divmod(step, 1.0)
-        i = int(whole) % n
-        at = (step // n) * cum[-1] + cum[i] + frac * (cum[i + 1] - cum[i]) + np.asarray(base_s)
-        j = np.searchsorted(cum, at % cum[-1], side="right") - 1
-        return self._drift[np.clip(j, 0, n - 1)]
+        whole = int(step)
+        i = whole % n
+        if base_s is None:
+            return self._drift_list[i]
+        at = (whole // n) * cum[-1] + cum[i] + (step - whole) * (cum[i + 1] - cum[i])
+        j = np.searchsorted(self._dcum, (base_s + at) % cum[-1], side="right") - 1
+        return self._drift[np.minimum(j, n - 1)]
 
     def _jitter(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The next n rounds' (verification, draft-side) multipliers (not consumed: ``_jcur`` moves on)."""
