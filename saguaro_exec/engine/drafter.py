@@ -85,10 +85,15 @@ class Drafter:
         never read. What the steps share is made once (``step_decoder``, ``step_scales``): a step is its
         forward and its pick."""
         m = forwarded_rows(self.done)                   # finished rows after the last live one: skipped
-        chunks = [s[int(n):] for s, n in zip(self.seqs[:m], self.n_valid[:m])]
-        logits = self.runner.last_logits(chunks, self.n_valid[:m])
+        cached = self.n_valid[:m]
+        chunks = [s[n:] for s, n in zip(self.seqs[:m], cached.tolist())]
         self.n_valid = self.lengths
-        step = step_decoder(self.runner, self.n_valid[:m].tolist(), self.k - 1)
+        if all(len(c) == 1 for c in chunks):            # the usual case: the first forward is one more step
+            step, first = step_decoder(self.runner, cached.tolist(), self.k), 1
+            logits = step(torch.tensor(chunks, dtype=torch.long), 0)
+        else:
+            logits = self.runner.last_logits(chunks, cached)
+            step, first = step_decoder(self.runner, self.n_valid[:m].tolist(), self.k - 1), 0
         scales = [None] * self.k if self.temperature <= 0 else step_scales(fan[:m, :self.k], self.sampler_c,
                                                                            self.vocab, self.runner.device)
         toks, qs, rows = [], [], []
@@ -98,7 +103,7 @@ class Drafter:
             qs.append(q)
             rows.append(logits)
             if i + 1 < self.k:
-                logits = step(tok.view(-1, 1), i)
+                logits = step(tok.view(-1, 1), i + first)
         (tokens,) = to_host(torch.stack(toks, 1))
         q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
         return _pad_rows(len(self.seqs), tokens, q_all, torch.stack(rows, 1))

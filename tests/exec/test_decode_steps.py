@@ -82,7 +82,7 @@ def _check(model, prompts, done, temperature, c, hooked=False):
     fan = torch.tensor([[(b + i) % 4 for i in range(k + 1)] for b in range(bsz)])   # 0..3, some rows 0
     handle = model.register_forward_hook(lambda *a: None) if hooked else None
     try:
-        for r in range(3):                                  # rounds: the prefix grows by accepted + bonus
+        for r in range(4):                                  # rounds: the prefix grows by accepted + bonus
             got, want = new.jit(fan), _reference_jit(ref, fan)
             for g, w in zip(got, want):
                 assert _same(g, w), (r, temperature, c)
@@ -90,7 +90,7 @@ def _check(model, prompts, done, temperature, c, hooked=False):
             assert torch.equal(new.gen.get_state(), ref.gen.get_state())
             assert torch.equal(new.runner.cache.k, ref.runner.cache.k)
             assert torch.equal(new.runner.cache.v, ref.runner.cache.v)
-            acc = [(r + b) % (k + 1) for b in range(bsz)]
+            acc = [[k, 1, 0], [2, k, k], [0, 3, k], [1, 0, 2]][r][:bsz]   # K accepted: a 2-token chunk next
             bonus = [(7 * r + b) % vocab for b in range(bsz)]
             for dr in (new, ref):
                 dr.advance(acc, bonus, got[0], dr.done, cached_spec=k - 1)
