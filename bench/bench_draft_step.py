@@ -6,7 +6,7 @@ checkout interleaved.
 
 One pass runs each checkout in a subprocess (its PYTHONPATH): the shipped tiny draft, one thread, for every
 batch and temperature ``--calls`` jit calls of K steps from the same true prefix (the prefix is re-drafted:
-each call is one miss's backup), after ``--warmup`` calls; it reports ms per call, and a digest of every
+each call is one miss's backup), after ``--warmup`` calls; it reports wall and thread-CPU ms per call, and a digest of every
 drafted token, which must agree between checkouts (the same generator seed at T > 0). The summary gives per
 configuration each version's median over passes and the median of the per-pass ratios to the first version.
 Single-process Python overhead is much less sensitive to a shared CPU than end-to-end runs, yet still only
@@ -61,12 +61,12 @@ def measure(args: argparse.Namespace) -> dict[str, dict]:
         digest = hashlib.sha256()
         for i in range(args.warmup + args.calls):
             if i == args.warmup:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
             tokens = dr.jit(fan)[0]
             dr.n_valid = prefix.clone()                   # the next call drafts from the same true prefix
             digest.update(tokens.numpy().tobytes())
-        ms = (time.perf_counter() - t0) / args.calls * 1e3
-        out[f"b{bsz}_t{temp:g}"] = {"ms_per_jit": ms, "tokens_sha256": digest.hexdigest()[:16]}
+        ms, cpu = ((time.perf_counter() - t0) / args.calls * 1e3, (time.thread_time() - c0) / args.calls * 1e3)
+        out[f"b{bsz}_t{temp:g}"] = {"ms_per_jit": ms, "cpu_ms_per_jit": cpu, "tokens_sha256": digest.hexdigest()[:16]}
     return out
 
 
@@ -77,15 +77,20 @@ def child_argv(args: argparse.Namespace) -> list[str]:
 
 
 def summarize(raw: dict[str, list[dict]], names: list[str]) -> dict[str, dict]:
-    """Per configuration: each version's median ms over passes and its median per-pass ratio to names[0]."""
+    """Per configuration: each version's median wall and thread-CPU ms over passes and its median per-pass
+    ratios to names[0] (CPU time leaves out the time the process waited for a core)."""
     res = {}
     for cfg in raw[names[0]][0]:
         row = {}
         for name in names:
             ms = [p[cfg]["ms_per_jit"] for p in raw[name]]
             base = [p[cfg]["ms_per_jit"] for p in raw[names[0]]]
+            cpu = [p[cfg]["cpu_ms_per_jit"] for p in raw[name]]
+            cpu_base = [p[cfg]["cpu_ms_per_jit"] for p in raw[names[0]]]
             row[name] = {"median_ms": statistics.median(ms), "ms": ms,
                          "ratio_to_first": statistics.median(a / b for a, b in zip(ms, base)),
+                         "median_cpu_ms": statistics.median(cpu), "cpu_ms": cpu,
+                         "cpu_ratio_to_first": statistics.median(a / b for a, b in zip(cpu, cpu_base)),
                          "tokens_sha256": sorted({p[cfg]["tokens_sha256"] for p in raw[name]})}
         res[cfg] = row
     return res
@@ -132,11 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  pass {i + 1} {name}: " + ", ".join(f"{c} {v['ms_per_jit']:.3f} ms" for c, v in got.items()),
                   flush=True)
     summary = summarize(raw, names)
-    print(f"{'config':<10} {'version':<10} {'median ms':>10} {'ratio':>7}  tokens")
+    print(f"{'config':<10} {'version':<10} {'median ms':>10} {'ratio':>7} {'cpu ms':>8} {'ratio':>7}  tokens")
     for cfg, row in summary.items():
         for name, d in row.items():
-            print(f"{cfg:<10} {name:<10} {d['median_ms']:>10.3f} {d['ratio_to_first']:>7.3f}  "
-                  f"{','.join(d['tokens_sha256'])}")
+            print(f"{cfg:<10} {name:<10} {d['median_ms']:>10.3f} {d['ratio_to_first']:>7.3f} "
+                  f"{d['median_cpu_ms']:>8.3f} {d['cpu_ratio_to_first']:>7.3f}  {','.join(d['tokens_sha256'])}")
     digests = {cfg: {h for d in row.values() for h in d["tokens_sha256"]} for cfg, row in summary.items()}
     mismatch = [cfg for cfg, hs in digests.items() if len(hs) > 1]
     if mismatch:

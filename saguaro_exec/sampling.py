@@ -40,7 +40,8 @@ def batch_generator(seed: int, batch: int, role: str, device: str | torch.device
 
 def target_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / T) over the last dim; one-hot argmax at T = 0."""
-    logits = logits.float()
+    if logits.dtype != torch.float32:
+        logits = logits.float()
     if temperature <= 0.0:
         out = torch.zeros_like(logits)
         return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
@@ -98,11 +99,10 @@ def sample(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     """One token id per row of ``probs`` (any leading shape, rows need not be normalized), by inverse
     CDF in float64: P(i) = probs_i / sum; zero-probability tokens are never drawn. (~7x faster than
     torch.multinomial for small batches on CPU.)"""
-    flat = probs.reshape(-1, probs.shape[-1]).double()
+    flat = (probs if probs.dim() == 2 else probs.reshape(-1, probs.shape[-1])).double()
     cdf = flat.cumsum(-1)
     u = torch.rand(flat.shape[0], 1, generator=gen, device=flat.device, dtype=torch.float64) * cdf[:, -1:]
-    out = torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1).squeeze(-1)
-    return out.reshape(probs.shape[:-1])
+    return torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1).view(probs.shape[:-1])
 
 
 def leading_true(flags: torch.Tensor) -> torch.Tensor:

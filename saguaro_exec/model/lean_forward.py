@@ -170,7 +170,8 @@ def lean_logits(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor,
     h = _hidden(model, plan, tokens, positions, cache, slots, mask, rope, index)      # [B*T, hidden]
     head = plan.head
     logits = _linear(h, *head) if type(head) is tuple else head(h)                # 3-D F.linear folds so
-    return logits.view(*tokens.shape, -1).float()
+    logits = logits.view(*tokens.shape, -1)
+    return logits if logits.dtype == torch.float32 else logits.float()
 
 
 def lean_hidden(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
