@@ -16,7 +16,7 @@ from saguaro_exec.engine.drafter import Drafter, _pad_rows
 from saguaro_exec.engine.state import forwarded_rows
 from saguaro_exec.model import ModelConfig, load_model, random_model
 from saguaro_exec.model.transfer import to_device
-from saguaro_exec.sampling import make_generator, sample, scale_top, step_scales, target_probs
+from saguaro_exec.sampling import make_generator, saguaro_probs, sample, scale_top, step_scales, target_probs
 
 ASSETS = Path(__file__).resolve().parents[2] / "saguaro_exec" / "assets" / "tiny"
 
@@ -146,6 +146,5 @@ def test_step_scales_are_saguaro_probs_multipliers_bitwise():
         for i in range(k):
             want = _old_saguaro_probs(logits[:, i], 0.7, fan[:, i], c)
             assert torch.equal(scale_top(target_probs(logits[:, i], 0.7), scales[i]), want), (c, i)
-            from saguaro_exec.sampling import saguaro_probs
             assert torch.equal(saguaro_probs(logits[:, i], 0.7, fan[:, i], c), want), (c, i)
     assert step_scales(torch.zeros(2, 3, dtype=torch.long), 0.5, vocab) == [None] * 3
