@@ -4,9 +4,10 @@ overhead-bound (a few µs per call), so the call count is the cost.
 Per layer: q/k/v one matmul over their concatenated weights, RoPE once over all of it (v's part with cos 1,
 sin 0: unchanged), gate/up one matmul, no module calls, bias-free weights held transposed (no ``t()`` per
 matmul), and the cache's per-layer views taken once per forward instead of per layer; with a small vocabulary
-the first layer's input norm is a lookup in a table of every embedding row's norm (rows are normed apart). A bool mask becomes SDPA's additive mask once per forward (SDPA
-would convert it in every layer); callers that step many times (the draft's tree) hand in the additive mask,
-RoPE tables (``rope_of``) and write indices made once for all their steps. The same floating-point operations
+the first layer's input norm is a lookup in a table of every embedding row's norm (rows are normed apart).
+A bool mask becomes SDPA's additive mask once per forward (SDPA would convert it in every layer); callers that
+step many times (the draft's tree and jit) hand in the additive mask, RoPE tables (``rope_of``) and write indices
+made once for all their steps. The same floating-point operations
 as the module forward (``Attention.forward`` etc., which training and the other paths keep): bitwise-equal
 logits (tests/exec/test_lean_forward.py).
 """
