@@ -40,7 +40,8 @@ def batch_generator(seed: int, batch: int, role: str, device: str | torch.device
 
 def target_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / T) over the last dim; one-hot argmax at T = 0."""
-    logits = logits.float()
+    if logits.dtype != torch.float32:
+        logits = logits.float()
     if temperature <= 0.0:
         out = torch.zeros_like(logits)
         return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
@@ -64,10 +65,32 @@ def saguaro_probs(logits: torch.Tensor, temperature: float, fanout: torch.Tensor
     if fmax <= 0:
         return probs
     fan = to_device(fan, logits.device).expand(logits.shape[:-1])
-    top = probs.topk(fmax, dim=-1).indices                          # [..., fmax], best first
-    take = torch.arange(fmax, device=logits.device) < fan.unsqueeze(-1)  # first F_row of them
-    in_top = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, top, take)
-    scaled = torch.where(in_top, probs * sampler_c, probs)
+    take = torch.arange(fmax, device=logits.device) < fan.unsqueeze(-1)  # first F_row of the top fmax
+    return scale_top(probs, torch.ones(take.shape, dtype=probs.dtype, device=probs.device).masked_fill_(take, sampler_c))
+
+
+def step_scales(fanout: torch.Tensor, sampler_c: float, vocab: int, device: torch.device | str = "cpu"
+                ) -> list[torch.Tensor | None]:
+    """``scale_top``'s multipliers for K steps made at once from fanout [B, K] (on the host), on ``device``: per step
+    [B, that step's max F] (C for each row's first F_row, 1 after), None where sigma_{F,C} is the plain softmax
+    (C >= 1, or no row of the step has F > 0); what ``saguaro_probs`` makes per call."""
+    k = fanout.shape[1]
+    fmax = fanout.amax(0).clamp_max(vocab).tolist() if sampler_c < 1.0 else [0] * k
+    top = max(fmax, default=0)
+    if top <= 0:
+        return [None] * k
+    take = torch.arange(top) < fanout.unsqueeze(-1)                             # [B, K, top]
+    scales = to_device(torch.ones(take.shape, dtype=torch.float32).masked_fill_(take, sampler_c), device)
+    return [scales[:, i, :f] if f > 0 else None for i, f in enumerate(fmax)]
+
+
+def scale_top(probs: torch.Tensor, scales: torch.Tensor | None) -> torch.Tensor:
+    """sigma_{F,C} from the softmax ``probs`` (float32): the j-th most likely token's mass times scales[..., j]
+    (C or 1; probs * 1 is probs), renormalized; rows whose scaled mass vanished keep ``probs``."""
+    if scales is None:
+        return probs
+    top = probs.topk(scales.shape[-1], dim=-1).indices                       # [..., fmax], best first
+    scaled = probs * torch.ones_like(probs).scatter_(-1, top, scales)
     total = scaled.sum(-1, keepdim=True)
     return torch.where(total > 0, scaled / total.clamp_min(1e-30), probs)
 
@@ -76,11 +99,10 @@ def sample(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     """One token id per row of ``probs`` (any leading shape, rows need not be normalized), by inverse
     CDF in float64: P(i) = probs_i / sum; zero-probability tokens are never drawn. (~7x faster than
     torch.multinomial for small batches on CPU.)"""
-    flat = probs.reshape(-1, probs.shape[-1]).double()
+    flat = (probs if probs.dim() == 2 else probs.reshape(-1, probs.shape[-1])).double()
     cdf = flat.cumsum(-1)
     u = torch.rand(flat.shape[0], 1, generator=gen, device=flat.device, dtype=torch.float64) * cdf[:, -1:]
-    out = torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1).squeeze(-1)
-    return out.reshape(probs.shape[:-1])
+    return torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1).view(probs.shape[:-1])
 
 
 def leading_true(flags: torch.Tensor) -> torch.Tensor:

@@ -137,6 +137,11 @@ class CachedModel:
         return got
 
     @property
+    def lean(self) -> bool:
+        """Forwards take the lean forward (``step_inputs`` / ``step_mask`` then make what steps reuse)."""
+        return self._lean
+
+    @property
     def movable(self) -> bool:
         """Rows can be viewed and copied here (not a tensor-parallel cache, whose shards live elsewhere)."""
         return not hasattr(self.cache, "tp_id")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import torch
 
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
+from saguaro_exec.engine.decode_steps import step_decoder
 from saguaro_exec.engine.refill import remap
 from saguaro_exec.engine.state import forwarded_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_host
-from saguaro_exec.sampling import saguaro_probs, sample
+from saguaro_exec.sampling import sample, scale_top, step_scales, target_probs
 
 
 class Drafter:
@@ -68,32 +69,41 @@ class Drafter:
         self.runner.extend([s[:-1] for s in self.seqs], self.n_valid, graphed=False)
         self.n_valid = self.lengths - 1
 
-    def _pick(self, logits: torch.Tensor, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Greedy at T=0 (no q needed); else sample from sigma_{F,C} and return that q (fan on the host)."""
+    def _pick(self, logits: torch.Tensor, scales: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Greedy at T=0 (no q needed); else sample from sigma_{F,C} (``scales``: this step's ``step_scales``)
+        and return that q."""
         if self.temperature <= 0:
             return logits.argmax(-1), None
-        q = saguaro_probs(logits, self.temperature, fan, self.sampler_c)
+        q = scale_top(target_probs(logits, self.temperature), scales)
         return sample(q, self.gen), q
 
     def jit(self, fan: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """K tokens drafted one step at a time from the true prefix; fan [B, K+1] is the per-row
+        """K tokens drafted one step at a time from the true prefix; fan [B, K+1] (on the host) is the per-row
         Saguaro F_i. Returns (tokens [B, K] on the host, q [B, K, V] or None, draft logits D_0..D_{K-1}
         [B, K, V]); the drafted tokens stay on the device between steps (one transfer at the end). Only the
         ``forwarded_rows`` m are drafted: later (finished) rows get token 0, a uniform q and zero logits,
-        never read."""
+        never read. What the steps share is made once (``step_decoder``, ``step_scales``): a step is its
+        forward and its pick."""
         m = forwarded_rows(self.done)                   # finished rows after the last live one: skipped
-        chunks = [s[int(n):] for s, n in zip(self.seqs[:m], self.n_valid[:m])]
-        logits = self.runner.last_logits(chunks, self.n_valid[:m])
+        cached = self.n_valid[:m]
+        chunks = [s[n:] for s, n in zip(self.seqs[:m], cached.tolist())]
         self.n_valid = self.lengths
-        starts = self.n_valid[:m].tolist()               # step i's slots as a list: no tensor op per step
+        if all(len(c) == 1 for c in chunks):            # the usual case: the first forward is one more step
+            step, first = step_decoder(self.runner, cached.tolist(), self.k), 1
+            logits = step(torch.tensor(chunks, dtype=torch.long), 0)
+        else:
+            logits = self.runner.last_logits(chunks, cached)
+            step, first = step_decoder(self.runner, self.n_valid[:m].tolist(), self.k - 1), 0
+        scales = [None] * self.k if self.temperature <= 0 else step_scales(fan[:m, :self.k], self.sampler_c,
+                                                                           self.vocab, self.runner.device)
         toks, qs, rows = [], [], []
         for i in range(self.k):
-            tok, q = self._pick(logits, fan[:m, i])
+            tok, q = self._pick(logits, scales[i])
             toks.append(tok)
             qs.append(q)
             rows.append(logits)
             if i + 1 < self.k:
-                logits = self.runner.decode(tok.view(-1, 1), [s + i for s in starts])[:, 0]
+                logits = step(tok.view(-1, 1), i + first)
         (tokens,) = to_host(torch.stack(toks, 1))
         q_all = None if self.temperature <= 0 else torch.stack(qs, 1)
         return _pad_rows(len(self.seqs), tokens, q_all, torch.stack(rows, 1))

@@ -2,10 +2,12 @@
 overhead-bound (a few µs per call), so the call count is the cost.
 
 Per layer: q/k/v one matmul over their concatenated weights, RoPE once over all of it (v's part with cos 1,
-sin 0: unchanged), gate/up one matmul, no module calls, and the cache's per-layer views
-taken once per forward instead of per layer. A bool mask becomes SDPA's additive mask once per forward (SDPA
-would convert it in every layer); callers that step many times (the draft's tree) hand in the additive mask,
-RoPE tables (``rope_of``) and write indices made once for all their steps. The same floating-point operations
+sin 0: unchanged), gate/up one matmul, no module calls, bias-free weights held transposed (no ``t()`` per
+matmul), and the cache's per-layer views taken once per forward instead of per layer; with a small vocabulary
+the first layer's input norm is a lookup in a table of every embedding row's norm (rows are normed apart).
+A bool mask becomes SDPA's additive mask once per forward (SDPA would convert it in every layer); callers that
+step many times (the draft's tree and jit) hand in the additive mask, RoPE tables (``rope_of``) and write indices
+made once for all their steps. The same floating-point operations
 as the module forward (``Attention.forward`` etc., which training and the other paths keep): bitwise-equal
 logits (tests/exec/test_lean_forward.py).
 """
@@ -21,6 +23,7 @@ from torch import nn
 from saguaro_exec.model.kv_cache import KVCache
 
 _HAS_GQA_SDPA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)   # and F.rms_norm (2.4)
+_NORMED_MAX = 1 << 20     # elements of the first layer's normed-embedding table (4 MiB in float32)
 
 
 def lean_capable(model: nn.Module) -> bool:
@@ -63,7 +66,10 @@ def write_index(cache: KVCache, slots: torch.Tensor) -> torch.Tensor:
 
 class _Plan:
     """Per layer the tensors (or, for a tensor-parallel wrapper or a half-precision norm, the module) the
-    lean forward reads, and what was true of every source parameter when gathered."""
+    lean forward reads, and what was true of every source parameter when gathered. Bias-free weights are
+    held as their transposed views (what ``mm`` takes: no ``t()`` per call); with a small vocabulary the first
+    layer's input norm of every token's embedding is a table (``normed``: the norm's rows do not depend on
+    each other, so a lookup is the per-step norm)."""
 
     def __init__(self, model: nn.Module) -> None:
         self.watch: list[tuple] = []        # (module._parameters, name, parameter, data_ptr or None, version)
@@ -73,9 +79,11 @@ class _Plan:
         self.layers = []
         for layer in model.model.layers:
             a, m = layer.self_attn, layer.mlp
-            self.layers.append((self._norm(layer.input_layernorm), *self._cat(a.q_proj, a.k_proj, a.v_proj),
+            w_qkv, b_qkv = self._cat(a.q_proj, a.k_proj, a.v_proj)
+            self.layers.append((self._norm(layer.input_layernorm), w_qkv, b_qkv, w_qkv.t(),
                                 self._linear(a.o_proj), self._norm(layer.post_attention_layernorm),
-                                self._cat(m.gate_proj, m.up_proj)[0], self._linear(m.down_proj)))
+                                self._cat(m.gate_proj, m.up_proj)[0].t(), self._linear(m.down_proj)))
+        self.normed = self._normed(model)
 
     def _ref(self, mod: nn.Module, name: str, copied: bool = False) -> torch.Tensor | None:
         p = mod._parameters.get(name)
@@ -88,9 +96,23 @@ class _Plan:
         return (w, mod.eps) if w.dtype == torch.float32 else mod
 
     def _linear(self, lin: nn.Module):
+        """(weight, bias, weight.t()) of a plain Linear (its weight watched for new data: the view is of it)."""
         if type(lin) is not nn.Linear:
             return lin
-        return self._ref(lin, "weight"), self._ref(lin, "bias")
+        w = self._ref(lin, "weight", True)
+        return w, self._ref(lin, "bias"), w.t()
+
+    def _normed(self, model: nn.Module) -> torch.Tensor | None:
+        """Layer 0's float32 input norm of every embedding row [V, hidden] when that is small, else None."""
+        if not self.layers or type(self.layers[0][0]) is not tuple or self.embed is None:
+            return None
+        emb = self.embed
+        if emb.dtype != torch.float32 or emb.numel() > _NORMED_MAX:
+            return None
+        norm = model.model.layers[0].input_layernorm
+        self._ref(model.model.embed_tokens, "weight", True)       # the table is a copy of both: watched
+        self._ref(norm, "weight", True)
+        return _norm(self.layers[0][0], emb.detach())
 
     def _cat(self, *lins: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
         ws = [self._ref(lin, "weight", True) for lin in lins]
@@ -126,16 +148,17 @@ def _norm(norm, x: torch.Tensor) -> torch.Tensor:
     return norm(x)
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``F.linear`` of a 2-D x: without a bias the ``mm(x, w.t())`` it runs (two dispatch levels fewer)."""
-    return F.linear(x, w, bias) if bias is not None else torch.mm(x, w.t())
+def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, wt: torch.Tensor) -> torch.Tensor:
+    """``F.linear`` of a 2-D x: without a bias the ``mm(x, w.t())`` it runs (two dispatch levels fewer), with
+    the transposed view ``wt`` made once."""
+    return F.linear(x, w, bias) if bias is not None else torch.mm(x, wt)
 
 
 def _residual(x: torch.Tensor, lin, h: torch.Tensor) -> torch.Tensor:
     """x + lin(h). Not ``addmm(x, h, W.t())``: its accumulation into x differs in the last bit at some
     shapes."""
     if type(lin) is tuple:
-        return x + _linear(h, lin[0], lin[1])
+        return x + _linear(h, *lin)
     return x + lin(h)
 
 
@@ -147,8 +170,9 @@ def lean_logits(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor,
     plan = _plan(model)
     h = _hidden(model, plan, tokens, positions, cache, slots, mask, rope, index)      # [B*T, hidden]
     head = plan.head
-    logits = _linear(h, head[0], head[1]) if type(head) is tuple else head(h)      # 3-D F.linear folds so
-    return logits.view(*tokens.shape, -1).float()
+    logits = _linear(h, *head) if type(head) is tuple else head(h)                # 3-D F.linear folds so
+    logits = logits.view(*tokens.shape, -1)
+    return logits if logits.dtype == torch.float32 else logits.float()
 
 
 def lean_hidden(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
@@ -167,7 +191,9 @@ def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torc
     c = model.config
     b, t = tokens.shape
     h, kvh, d = c.num_heads, c.num_kv_heads, c.head_dim
-    x = F.embedding(tokens, plan.embed).view(b * t, -1)
+    flat = tokens.reshape(-1)
+    x = plan.embed.index_select(0, flat)                                 # F.embedding's own lookup
+    normed = None if plan.normed is None else plan.normed.index_select(0, flat)   # layer 0's first norm
     if rope is None:                                                     # [B, T, heads, D]
         rope = model.rotary.cos_sin_heads(positions, x.dtype, h + kvh, kvh, cache.capacity)
     cos, sin = rope
@@ -178,8 +204,9 @@ def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torc
         index = slots.to(cache.k.device).view(b, 1, t, 1).expand(b, kvh, t, d)
     mask4 = additive_mask(mask, x.dtype).unsqueeze(1)
     gqa, cast = h != kvh, cache.k.dtype != x.dtype
-    for i, (norm1, w_qkv, b_qkv, o_proj, norm2, w_gu, down) in enumerate(plan.layers):
-        qkv = _linear(_norm(norm1, x), w_qkv, b_qkv).view(b, t, h + 2 * kvh, d)
+    for i, (norm1, w_qkv, b_qkv, wt_qkv, o_proj, norm2, wt_gu, down) in enumerate(plan.layers):
+        xn = normed if i == 0 and normed is not None else _norm(norm1, x)
+        qkv = _linear(xn, w_qkv, b_qkv, wt_qkv).view(b, t, h + 2 * kvh, d)
         qkv = qkv * cos + qkv.roll(d // 2, -1) * sin                     # RoPE on q, k (v: * 1 + 0)
         q, k, v = qkv.transpose(1, 2).split((h, kvh, kvh), 1)            # [B, heads, T, D]
         if cast:
@@ -188,6 +215,6 @@ def _hidden(model: nn.Module, plan: _Plan, tokens: torch.Tensor, positions: torc
         v_all[i].scatter_(2, index, v)
         out = F.scaled_dot_product_attention(q, k_seen[i], v_seen[i], attn_mask=mask4, enable_gqa=gqa)
         x = _residual(x, o_proj, out.transpose(1, 2).reshape(b * t, h * d))
-        gate, up = _linear(_norm(norm2, x), w_gu, None).chunk(2, -1)
+        gate, up = torch.mm(_norm(norm2, x), wt_gu).chunk(2, -1)
         x = _residual(x, down, F.silu(gate) * up)
     return _norm(plan.norm, x)

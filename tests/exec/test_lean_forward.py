@@ -106,3 +106,21 @@ def test_lean_forward_follows_replaced_parameters_and_half_precision():
         lin.weight = torch.nn.Parameter(lin.weight.detach() * 0.5)
     _assert_same(model)
     _assert_same(model.to(torch.bfloat16))
+
+
+def test_lean_forward_follows_the_embedding_norm_and_new_data():
+    """The first layer's normed-embedding table follows in-place updates of the embedding and of that norm;
+    the transposed weight views follow a weight given new data (``p.data = ...``, as ``Module.to`` does)."""
+    cfg = ModelConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                      intermediate_size=48)
+    model = random_model(cfg, seed=6, std=0.3)
+    _assert_same(model)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(1.3)
+    _assert_same(model)
+    with torch.no_grad():
+        model.model.layers[0].input_layernorm.weight.add_(0.2)
+    _assert_same(model)
+    for lin in (model.model.layers[1].self_attn.o_proj, model.model.layers[0].mlp.down_proj, model.lm_head):
+        lin.weight.data = lin.weight.data * -0.7
+        _assert_same(model)
