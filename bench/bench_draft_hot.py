@@ -24,7 +24,6 @@ import inspect
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -175,19 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(measure(args)))
         return 0
-    versions = [v.split("=", 1) for v in args.versions.split(",")] if args.versions else [["this", ""]]
+    from bench.versions import measure_version, parse_versions  # here: a child may import an older checkout
+
+    versions = parse_versions(args.versions)
     raw: dict[str, dict[str, list[int]]] = {name: {m: [] for m in METRICS} for name, _ in versions}
     for _ in range(args.passes):
         for name, path in versions:
-            if path:
-                env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-                res = subprocess.run([sys.executable, __file__, "--one", *child_argv(args)], env=env,
-                                     capture_output=True, text=True)
-                if res.returncode != 0:
-                    raise SystemExit(f"{name} ({path}) failed:\n{res.stderr[-2000:]}")
-                got = json.loads(res.stdout.strip().splitlines()[-1])
-            else:
-                got = measure(args)
+            got = measure_version(__file__, child_argv(args), name, path, lambda: measure(args))
             for m in METRICS:
                 raw[name][m] += got[m]
             print(f"  {name}: {len(got['unpack'])} rounds", flush=True)

@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -119,20 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(measure(args)))
         return 0
-    versions = [v.split("=", 1) for v in args.versions.split(",")] if args.versions else [["this", ""]]
+    from bench.versions import measure_version, parse_versions  # here: a child may import an older checkout
+
+    versions = parse_versions(args.versions)
     names = [name for name, _ in versions]
     raw: dict[str, list[dict]] = {name: [] for name in names}
     for i in range(args.passes):
         for name, path in versions:
-            if path:
-                env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-                res = subprocess.run([sys.executable, __file__, "--one", *child_argv(args)], env=env,
-                                     capture_output=True, text=True)
-                if res.returncode != 0:
-                    raise SystemExit(f"{name} ({path}) failed:\n{res.stderr[-2000:]}")
-                got = json.loads(res.stdout.strip().splitlines()[-1])
-            else:
-                got = measure(args)
+            got = measure_version(__file__, child_argv(args), name, path, lambda: measure(args))
             raw[name].append(got)
             print(f"  pass {i + 1} {name}: " + ", ".join(f"{c} {v['ms_per_jit']:.3f} ms" for c, v in got.items()),
                   flush=True)
