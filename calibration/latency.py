@@ -22,6 +22,8 @@ class LatencyModel:
     - linear: {"base", "per_token", "per_context"}: base + per_token*batch*new + per_context*batch*context
     - piecewise: {"knots_x", "knots_y", "per_context"}: piecewise-linear in batch*new (linear extrapolation)
       plus per_context*batch*context
+    - linear and piecewise, optional {"single_ratio"}: the measured / fitted ratio of one row's single-token
+      forward (a matrix-vector product, another kernel than the matrix products around it), applied there only
     - roofline: max(compute, memory) time from hardware peaks and model shape, plus overheads; optional
       {"flops_efficiency", "multi_token_s", "token_s", "score_bytes_per_qk", "logit_bytes_per_token"}: a software
       stack's costs
@@ -55,9 +57,16 @@ class LatencyModel:
                 raise ConfigError("latency.params.knots_x", "must be strictly increasing", "increasing token counts")
             for i, y in enumerate(ys):
                 check_number(f"latency.params.knots_y[{i}]", y, 0.0)
+            for key in ("per_context", "single_ratio"):
+                if key in p:
+                    check_number(f"latency.params.{key}", p[key], 0.0)
+            if "single_ratio" in p:
+                check_number("latency.params.single_ratio", p["single_ratio"], 0.0, 10.0, lo_open=True)
         else:
             for key, v in p.items():
                 check_number(f"latency.params.{key}", v, 0.0)
+            if "single_ratio" in p:
+                check_number("latency.params.single_ratio", p["single_ratio"], 0.0, 10.0, lo_open=True)
             if self.kind == "roofline":
                 for key in ("peak_flops", "mem_bw", "efficiency") + (("flops_efficiency",) * ("flops_efficiency" in p)):
                     check_number(f"latency.params.{key}", p[key], 0.0, lo_open=True)
@@ -87,10 +96,12 @@ class LatencyModel:
         if self.kind == "constant":
             return p["s"]
         if self.kind == "linear":
-            return p["base"] + p["per_token"] * tokens + p.get("per_context", 0.0) * batch * context
-        if self.kind == "piecewise":
-            return _piecewise(p["knots_x"], p["knots_y"], tokens) + p.get("per_context", 0.0) * batch * context
-        return _roofline(p, batch, new_tokens, context)
+            t = p["base"] + p["per_token"] * tokens + p.get("per_context", 0.0) * batch * context
+        elif self.kind == "piecewise":
+            t = _piecewise(p["knots_x"], p["knots_y"], tokens) + p.get("per_context", 0.0) * batch * context
+        else:
+            return _roofline(p, batch, new_tokens, context)
+        return t * p["single_ratio"] if tokens == 1 and "single_ratio" in p else t
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "params": dict(self.params)}

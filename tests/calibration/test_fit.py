@@ -264,3 +264,29 @@ def test_fast_backup_tail_pooled_past_the_well_sampled_positions():
     assert info["by_temperature"]["0.7"]["n"] == 76
     neural = RunRounds(k=6, temperature=0.7, sampler_c=1.0, backup="neural", rounds=rows)
     assert fit_fast_backup([neural])[0] is None
+
+
+def test_single_token_single_row_forwards_keep_their_measured_ratio():
+    """A grid linear in total tokens but whose one-row, one-token points run 20% below the line (a
+    matrix-vector product): the fit scales exactly those (within 2%), leaves the rest on the line, and the
+    ratio survives the profile's JSON; a ratio of 0 is refused, naming the field."""
+    from calibration.fit_latency import fit_latency
+    from calibration.latency import LatencyModel
+
+    def t(b, n, c):
+        return (0.8 if b * n == 1 else 1.0) * (1e-3 + 5e-5 * b * n + 1e-7 * b * c)
+
+    rows = [{"who": "target", "batch": b, "new_tokens": n, "context": c, "median_s": t(b, n, c)}
+            for b in (1, 2, 4, 8) for n in (1, 3, 5, 9) for c in (48, 96, 144)]
+    model, info = fit_latency(rows)      # noise-free, a hinge may take it; the ratio covers what it leaves
+    assert model(1, 1, 96) == pytest.approx(t(1, 1, 96), rel=0.02) and "single_ratio" in info
+    assert model(4, 5, 96) == pytest.approx(t(4, 5, 96), rel=0.05)
+    from calibration.fit_latency import latency_arrays, with_single_ratio
+    line = LatencyModel.linear(1e-3, 5e-5, 1e-7)                    # the straight line alone
+    model, info = with_single_ratio(line, *latency_arrays(rows), {})
+    assert info["single_ratio"] == pytest.approx(0.8, rel=1e-6)
+    assert model(1, 1, 96) == pytest.approx(t(1, 1, 96), rel=1e-6) and model(2, 1, 96) == line(2, 1, 96)
+    back = LatencyModel.from_dict(model.to_dict())
+    assert back(1, 1, 96) == model(1, 1, 96)
+    with pytest.raises(ConfigError, match="single_ratio"):
+        LatencyModel("linear", {"base": 1e-3, "per_token": 0.0, "single_ratio": 0.0})
