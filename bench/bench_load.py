@@ -43,7 +43,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_fidelity import cpu_times, speed_probe, steal_share  # noqa: E402
 from bench.fidelity_stats import speed_drift  # noqa: E402
 from bench.load_compare import (  # noqa: E402
     LEVELS,
@@ -56,6 +55,7 @@ from bench.load_compare import (  # noqa: E402
     target_counts,
 )
 from bench.load_phases import run_phases, sim_phases, timed_prefills, with_timed_prefills, workload_run  # noqa: E402
+from bench.machine_speed import cpu_times, speed_probe, steal_share  # noqa: E402
 from calibration.errors import ConfigError  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
 from calibration.profile import Profile, load_preset  # noqa: E402
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
               "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
               "noise_floor": noise_floors(rows), "targets_met": target_counts(rows),
-              "speed_probe": {"reference_s": reference, "what": "bench_fidelity.speed_probe: target and draft "
+              "speed_probe": {"reference_s": reference, "what": "bench.machine_speed.speed_probe: target and draft "
                               "forwards of 4 tokens, median of 15 each; before and after every run"},
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
               "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),

@@ -54,7 +54,7 @@ def beyond_noise(rel_error: float, spread: float) -> float:
 
 
 def speed_drift(probes: Sequence[float | None], reference: Sequence[float | None]) -> float | None:
-    """Median speed probe (seconds of a fixed workload, bench_fidelity.speed_probe) of a config's runs over the
+    """Median speed probe (seconds of a fixed workload, bench.machine_speed.speed_probe) of a config's runs over the
     reference runs' (> 1: the machine was slower then); None when either side lacks a probe."""
     if not probes or not reference or None in probes or None in reference:
         return None

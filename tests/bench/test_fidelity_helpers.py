@@ -112,7 +112,7 @@ def test_test_set_is_unseen_and_covers_the_issue():
 
 
 def test_steal_share_from_proc_stat_snapshots():
-    from bench.bench_fidelity import cpu_times, steal_share
+    from bench.machine_speed import cpu_times, steal_share
 
     a = {"user": 100, "nice": 0, "system": 50, "idle": 800, "iowait": 0, "irq": 0, "softirq": 0, "steal": 10}
     b = dict(a, user=180, idle=900, steal=30)
