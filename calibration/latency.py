@@ -57,19 +57,16 @@ class LatencyModel:
                 raise ConfigError("latency.params.knots_x", "must be strictly increasing", "increasing token counts")
             for i, y in enumerate(ys):
                 check_number(f"latency.params.knots_y[{i}]", y, 0.0)
-            for key in ("per_context", "single_ratio"):
-                if key in p:
-                    check_number(f"latency.params.{key}", p[key], 0.0)
-            if "single_ratio" in p:
-                check_number("latency.params.single_ratio", p["single_ratio"], 0.0, 10.0, lo_open=True)
+            if "per_context" in p:
+                check_number("latency.params.per_context", p["per_context"], 0.0)
         else:
             for key, v in p.items():
                 check_number(f"latency.params.{key}", v, 0.0)
-            if "single_ratio" in p:
-                check_number("latency.params.single_ratio", p["single_ratio"], 0.0, 10.0, lo_open=True)
             if self.kind == "roofline":
                 for key in ("peak_flops", "mem_bw", "efficiency") + (("flops_efficiency",) * ("flops_efficiency" in p)):
                     check_number(f"latency.params.{key}", p[key], 0.0, lo_open=True)
+        if "single_ratio" in p:
+            check_number("latency.params.single_ratio", p["single_ratio"], 0.0, 10.0, lo_open=True)
 
     # constructors -------------------------------------------------------------------------------
     @classmethod
