@@ -27,6 +27,7 @@ from calibration.fit import run_of  # noqa: E402
 from calibration.fit_acceptance import RunRounds, steady_rounds  # noqa: E402
 from calibration.fit_executor import _own_from_stamps, forward_widths, tree_width  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
+from calibration.overheads import LOOP_KINDS  # noqa: E402
 from calibration.profile import Profile  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
 from saguaro_sim.costs import RoundCosts  # noqa: E402
@@ -47,8 +48,8 @@ def _charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, 
 def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, tuple[float, float]]:
     p, k, t = c.profile, run.k, run.temperature
     ctx = float(np.mean(row.get("context") or [0]))
-    ex = (lambda kind, n: 0.0) if p.executor is None else (lambda kind, n: p.executor(kind, width, n, t,
-                                                                                        run.sampler_c))
+    ex = (lambda kind, n: 0.0) if p.executor is None else (lambda kind, n: p.executor(
+        kind, width, n, t, run.sampler_c, k if kind in LOOP_KINDS else None))
     if run.mode == "ar":
         return {"step": (p.target(width, 1, ctx), ex("ar_step", 1))}
     verify = (p.target(width, k + 1, ctx), ex("verify", k + 1))

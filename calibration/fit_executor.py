@@ -18,9 +18,9 @@ from collections.abc import Callable
 import numpy as np
 
 from calibration.fit_acceptance import RunRounds, steady_rounds
-from calibration.fit_plane import fit_plane
+from calibration.fit_plane import fit_plane, loops_told_apart
 from calibration.latency import LatencyModel
-from calibration.overheads import _DRAFT_KINDS, KINDS, SIGMA_KINDS, ExecutorCosts, plane
+from calibration.overheads import _DRAFT_KINDS, KINDS, LOOP_KINDS, REGIMES, SIGMA_KINDS, ExecutorCosts, plane
 
 STALL_MIN_S = 5e-4   # a draft round this much (and 2x its median) above the median counts as a stall
 
@@ -69,15 +69,15 @@ def tree_width(run: RunRounds, row: dict) -> int:
     return max(1, max(miss if f else prim for f in fb))
 
 
-def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, int, float, float]]]:
-    """{(regime, kind): [(width, new_tokens, context, seconds)]} from steady rounds (regime "sampled_c": the
-    SIGMA_KINDS of runs at T > 0 with C < 1)."""
+def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, int, float, float, int]]]:
+    """{(regime, kind): [(width, new_tokens, context, seconds, steps)]} from steady rounds (regime "sampled_c":
+    the SIGMA_KINDS of runs at T > 0 with C < 1; steps: the K of a LOOP_KINDS forward's loop, else 0)."""
     out: dict[tuple[str, str], list] = {}
     sigma = False
 
     def add(regime: str, kind: str, *v: float) -> None:
         regime = "sampled_c" if sigma and kind in SIGMA_KINDS else regime
-        out.setdefault((regime, kind), []).append(tuple(v))
+        out.setdefault((regime, kind), []).append((*v, k if kind in LOOP_KINDS else 0))
 
     for run in runs:
         k, width = run.k, forward_widths(run)
@@ -115,33 +115,43 @@ def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray) -> list[float]:
     return [float(base), float(slope)]
 
 
-def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] | None = None
-             ) -> tuple[list[float], dict]:
-    """[base_s, per_token_s, per_row_s, per_position_s] of one kind's overhead (calibration/overheads.plane):
-    residuals against the microbenchmark model (the whole time for kinds with none) averaged per shape (width,
-    new tokens per row; the mean: stalls are part of what throughput pays), then the plane through them.
+def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] | None = None,
+             setup: float | None = None) -> tuple[list[float], dict]:
+    """[base_s, per_token_s, per_row_s, per_position_s(, per_loop_s)] of one kind's overhead
+    (calibration/overheads.plane): residuals against the microbenchmark model (the whole time for kinds with
+    none) averaged per shape (width, new tokens per row, and for a K-step loop's steps its K; the mean: stalls
+    are part of what throughput pays), then the plane through them.
     One curve over total tokens cannot hold both: verification's cost per verified position is paid once for
     the batch, and its cost per row once per row, so wide rounds sat below a per-token line through narrow
     ones and flattened its slope ~3x. `above` (a fitted plane): the result is that plane raised by the rows'
     mean excess over it (never below it), its slopes kept: how the C < 1 rows are fitted on top of the plain
-    sampled ones."""
-    by_shape: dict[tuple[int, int], list[float]] = {}
-    for b, n, c, s in rows:
-        by_shape.setdefault((int(b), int(n)), []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
+    sampled ones. `setup` (a K-step loop's set-up fitted in another regime): used where these rows' shapes
+    cannot price one themselves (fit_plane.loops_told_apart), the plane fitted to what is left after it."""
+    by_shape: dict[tuple[int, int, int], list[float]] = {}
+    for b, n, c, s, *steps in rows:
+        key = (int(b), int(n), int(steps[0]) if steps else 0)
+        by_shape.setdefault(key, []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
     keys = sorted(by_shape)
     shapes = np.asarray(keys, float)
     ys = np.asarray([np.mean(by_shape[k]) for k in keys])
     ns = np.asarray([len(by_shape[k]) for k in keys], float)
     info: dict = {}
-    if above is None:
+    if above is None and setup and not loops_told_apart(shapes[:, 0], shapes[:, 2], ns):
+        line, info["selection"] = fit_plane(shapes, ys - setup / np.maximum(shapes[:, 2], 1), ns)
+        line, info["setup_from"] = [*line[:4], *[0.0] * (4 - len(line)), float(setup)], "greedy"
+    elif above is None:
         line, info["selection"] = fit_plane(shapes, ys, ns)
     else:
         above = list(above) + [0.0] * (4 - len(above))
-        fitted = np.asarray([plane(above, b, n) for b, n in keys])
+        fitted = np.asarray([plane(above, b, n, k) for b, n, k in keys])
         extra = max(0.0, float(np.average(ys - fitted, weights=ns)))
         line, info["extra_over_sampled_s"] = [float(above[0] + extra), *map(float, above[1:])], extra
-    return line, {"n": len(rows), "by_shape": {f"{b}x{n}": {"mean_overhead_s": float(y), "n": int(c)}
-                                               for (b, n), y, c in zip(keys, ys, ns)}, "line": line, **info}
+    return line, {"n": len(rows), "by_shape": {_shape_name(b, n, k): {"mean_overhead_s": float(y), "n": int(c)}
+                                               for (b, n, k), y, c in zip(keys, ys, ns)}, "line": line, **info}
+
+
+def _shape_name(b: int, n: int, k: int) -> str:
+    return f"{b}x{n}" + (f"/K{k}" if k else "")
 
 
 def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds],
@@ -157,23 +167,36 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
             mine[("sampled", key[1])] = mine.pop(key)
     lines: dict[str, dict] = {"greedy": {}, "sampled": {}, "sampled_c": {}}
     info: dict = {}
-    for (regime, kind), rows in sorted(all_rows.items(), key=lambda kv: kv[0][0] == "sampled_c"):
+    for (regime, kind), rows in sorted(all_rows.items(), key=lambda kv: REGIMES.index(kv[0][0])):
         rows = mine.get((regime, kind)) or rows
         model = None if kind == "fork" else (target if kind in ("verify", "ar_step") else draft)
         above = lines["sampled"][kind] if regime == "sampled_c" else None
-        lines[regime][kind], info[f"{regime}.{kind}"] = fit_kind(model, rows, above)
+        greedy = lines["greedy"].get(kind, [])      # a loop's set-up does not depend on the temperature
+        setup = greedy[4] if regime == "sampled" and len(greedy) > 4 else None
+        lines[regime][kind], info[f"{regime}.{kind}"] = fit_kind(model, rows, above, setup)
     g, s = lines["greedy"], lines["sampled"]
     for side in (_DRAFT_KINDS, tuple(k for k in KINDS if k not in _DRAFT_KINDS)):
         both = [k for k in side if k in g and k in s]
         if not both:
             continue
-        d = np.mean([np.subtract(s[k], g[k]) for k in both], axis=0)
+        d = np.mean([np.subtract(_padded(s[k]), _padded(g[k])) for k in both], axis=0)
         for k in side:
             if k in g and k not in s:
-                s[k] = [float(g[k][0] + d[0]), *(max(0.0, float(a + b)) for a, b in zip(g[k][1:], d[1:]))]
+                derived = [float(g[k][0] + d[0]), *(max(0.0, float(a + b)) for a, b in zip(_padded(g[k])[1:], d[1:]))]
+                s[k] = derived if kind_loops(k, derived) else derived[:4]
                 info[f"sampled.{k}"] = {"derived_from": f"greedy.{k}", "sampling_extra": [float(v) for v in d],
                                         "from": both}
     return ExecutorCosts(lines={r: v for r, v in lines.items() if v}), info
+
+
+def _padded(line: list[float]) -> list[float]:
+    """A line as five numbers (the plane's terms, per_loop last; absent terms 0)."""
+    return list(line) + [0.0] * (5 - len(line))
+
+
+def kind_loops(kind: str, line: list[float]) -> bool:
+    """Whether a line keeps its fifth (per-loop set-up) term: a K-step loop's kind with a set-up fitted."""
+    return kind in LOOP_KINDS and len(line) > 4 and line[4] > 0
 
 
 def _own_from_stamps(run: RunRounds) -> list[float] | None:

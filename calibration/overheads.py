@@ -3,8 +3,12 @@
 Each kind (``KINDS``) has a plane ``base + per_token * width * new + per_row * width + per_position * new``
 (width = the rows the executor really runs, finished rows riding along; new = new tokens per row of that
 forward): work per row-token, per row (bookkeeping, masks, sampling set-up that every row pays once) and per
-position done once for the whole batch (the executor's loops over the K + 1 verified positions). Older
-profiles' two-number lines ``[base, per_token]`` are the first two terms. Fitted separately for greedy (T = 0)
+position done once for the whole batch (the executor's loops over the K + 1 verified positions). The K-step
+loops (``LOOP_KINDS``: SD's drafting, the tree, the neural backup) may carry a fifth term, ``per_loop``: a
+set-up paid once per loop of K steps (charged as per_loop / K per step), since the executor makes every step's
+positions, mask, RoPE tables and write index once per loop (engine/decode_steps.py), so a step in a loop costs
+less than the microbenchmark's single forward and a loop pays its set-up once. Older profiles' two-number lines
+``[base, per_token]`` are the first two terms. Fitted separately for greedy (T = 0)
 and sampled (T > 0) runs and extrapolated linearly beyond the fitted range (calibration/fit_executor);
 the forwards that sample from sigma_{F,C} (``SIGMA_KINDS``) have a third line for C < 1 (``sampled_c``: the
 Saguaro sampler's top-F, scatter and rescale on every sampled row, beyond plain sampling). ``draft_round``: the
@@ -30,20 +34,25 @@ KINDS = ("verify", "ar_step", "draft_step", "glue", "fork", "tree_step", "backup
          "loop")
 REGIMES = ("greedy", "sampled", "sampled_c")
 _DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
+LOOP_KINDS = ("draft_step", "tree_step", "backup_step")  # K steps a round, each step's inputs made once a loop
 SIGMA_KINDS = ("draft_step", "tree_step", "backup_step")   # sample from sigma_{F,C}: C < 1 adds work
 DRIFT_DT_S = 0.01   # the speed-drift series' time step (s of a run's clock; calibration/fit_drift.py)
 
 
-def plane(line: list | tuple, batch: float, new_tokens: float) -> float:
-    """One forward's overhead from a line [base, per_token(, per_row, per_position)] at this width."""
+def plane(line: list | tuple, batch: float, new_tokens: float, steps: int | None = None) -> float:
+    """One forward's overhead from a line [base, per_token(, per_row, per_position(, per_loop))] at this width;
+    ``steps``: the K of the loop this forward is one step of (its set-up, per_loop, is shared over them)."""
     value = line[0] + line[1] * batch * new_tokens
-    return value + (line[2] * batch + line[3] * new_tokens if len(line) > 2 else 0.0)
+    if len(line) > 2:
+        value += line[2] * batch + line[3] * new_tokens
+    return value + (line[4] / steps if len(line) > 4 and steps else 0.0)
 
 
 @dataclass(frozen=True)
 class ExecutorCosts:
-    """lines[regime][kind] = [base_s, per_token_s] or [base_s, per_token_s, per_row_s, per_position_s] (regime
-    greedy | sampled | sampled_c, the last only for SIGMA_KINDS); draft_round = {median_s, stall_s, stall_frac}."""
+    """lines[regime][kind] = [base_s, per_token_s] or [base_s, per_token_s, per_row_s, per_position_s] (LOOP_KINDS
+    also [..., per_loop_s]; regime greedy | sampled | sampled_c, the last only for SIGMA_KINDS); draft_round =
+    {median_s, stall_s, stall_frac}."""
 
     lines: dict = field(default_factory=dict)
     draft_round: dict = field(default_factory=dict)
@@ -63,8 +72,10 @@ class ExecutorCosts:
                 allowed = SIGMA_KINDS if regime == "sampled_c" else KINDS
                 if kind not in allowed:
                     raise ConfigError(where, "unknown kind", ", ".join(allowed))
-                if not isinstance(line, list | tuple) or len(line) not in (2, 4):
-                    raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s(, per_row_s, per_position_s)]")
+                sizes = (2, 4, 5) if kind in LOOP_KINDS else (2, 4)
+                if not isinstance(line, list | tuple) or len(line) not in sizes:
+                    raise ConfigError(where, f"got {line!r}", "[base_s, per_token_s(, per_row_s, per_position_s"
+                                      f"{'(, per_loop_s)' if kind in LOOP_KINDS else ''})]")
                 check_number(f"{where}[0]", line[0], -10.0, 10.0)
                 for i in range(1, len(line)):
                     check_number(f"{where}[{i}]", line[i], -1.0, 1.0)
@@ -89,14 +100,15 @@ class ExecutorCosts:
                                                 for i, v in enumerate(self.drift)))
 
     def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0,
-                 sampler_c: float = 1.0) -> float:
+                 sampler_c: float = 1.0, steps: int | None = None) -> float:
         """Overhead (s; negative when the executor beats the microbenchmark) of one forward of this kind at
-        this width; a kind fitted in one regime only uses that regime's line (0 when never fitted); at T > 0
-        with C < 1 the ``sampled_c`` line where fitted, else the sampled one."""
+        this width (``steps``: the K of its loop, for LOOP_KINDS); a kind fitted in one regime only uses that
+        regime's line (0 when never fitted); at T > 0 with C < 1 the ``sampled_c`` line where fitted, else the
+        sampled one."""
         regime, other = ("sampled", "greedy") if temperature > 0 else ("greedy", "sampled")
         line = self.lines.get("sampled_c", {}).get(kind) if temperature > 0 and sampler_c < 1 else None
         line = line or self.lines.get(regime, {}).get(kind) or self.lines.get(other, {}).get(kind)
-        return 0.0 if line is None else plane(line, batch, new_tokens)
+        return 0.0 if line is None else plane(line, batch, new_tokens, steps)
 
     def with_draft_round(self, draft_round: dict) -> ExecutorCosts:
         """A copy with the draft's per-round time replaced."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calibration.overheads import LOOP_KINDS
 from calibration.profile import Profile
 from saguaro_sim.config import SpecConfig
 from saguaro_sim.resolve import ResolvedSpec, split_width
@@ -44,8 +45,12 @@ class RoundCosts:
     resolved: ResolvedSpec
 
     def _over(self, kind: str, batch: int, new_tokens: int) -> float:
+        """The executor's overhead of one such forward; a K-step loop's steps (LOOP_KINDS) share its set-up."""
         ex = self.profile.executor
-        return 0.0 if ex is None else ex(kind, batch, new_tokens, self.spec.temperature, self.spec.sampler_c)
+        if ex is None:
+            return 0.0
+        steps = self.spec.k if kind in LOOP_KINDS else None
+        return ex(kind, batch, new_tokens, self.spec.temperature, self.spec.sampler_c, steps)
 
     def verify(self, batch: int, context: float) -> float:
         """One verification of K+1 tokens per sequence."""
