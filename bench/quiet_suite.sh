@@ -16,13 +16,14 @@ quiet() {
 }
 DEEP=saguaro_exec/assets/tiny/target-deep
 # The optimizer's own SSD choice at temperature $1 (autotune on the deep pair: fresh profile, simulated best SSD),
-# measured beside AR and SD at K 3-5, medians of 5 interleaved repeats; $2 names the outputs.
+# measured beside AR and SD at K 3-6 (the lean draft step moved its best K to 5-6), medians of 5 interleaved
+# repeats; $2 names the outputs.
 opt_step() {
   $PY -m saguaro autotune --target $DEEP --temperature "$1" --out "$OUT/autotune_T$1" > "$OUT/autotune_T$1.txt" 2>&1
   read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$OUT/autotune_T$1/autotune.json")
   echo "optimizer's SSD choice at T=$1: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
   $PY bench/bench_exec.py --target $DEEP --batches 1 --temps "$1" --repeats 5 \
-    --modes ar,sd@3,sd@4,sd@5,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
+    --modes ar,sd@3,sd@4,sd@5,sd@6,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
 }
 for s in "${steps[@]}"; do
   quiet "start $s"
