@@ -32,6 +32,9 @@ CALIBRATION = [  # acceptance/hits at T 0, 0.7, 1.0 up to K = 8, C < 1, both bac
     S(mode="ssd", k=4, budget=16, temperature=0.0, batch_size=8),
     S(mode="ssd", k=2, budget=6, temperature=1.0),
     S(mode="sd", k=2, temperature=0.0),
+    # sampled AR at a second width: its overhead line was fitted at width 6 alone (flat), and charged width 4
+    # 0.27 ms where 0.13 ran (2026-12-02 session 9: ar T0.7 b4 -11%)
+    S(mode="ar", k=0, temperature=1.0, batch_size=2),
 ]
 QUICK_CALIBRATION = [CALIBRATION[i] for i in (0, 1, 3, 6, 9, 11)]
 
