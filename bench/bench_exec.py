@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/bench_exec.py --out out/bench_exec.json
 
-Each cell runs every mode --repeats times, interleaved, and keeps the fastest (the machine is shared; every
-value and the medians are in the JSON).
+Each cell runs every mode --repeats times, interleaved; tok/s and the speed-ups are medians over the repeats and
+ratios of medians (the issue's measure; the best repeat and its ratio are printed beside them and every repeat is
+in the JSON), the per-round phases come from the median repeat. (Until 2026-12-02 the headline was the fastest
+repeat, which flattered SSD, the noisiest mode: 1.37x best against 1.24x of medians on the deep pair.)
 Prints a table and writes JSON (per config: tokens/s, speed-ups, tokens per round, hit rate,
 verifier wait share, and SSD's zero-drafting ceiling = tokens / (wall clock - the verifier's waits for the
 draft and its messages): AR scores 100%; "%bound" = tokens / verification time alone, which also drops prefills).
@@ -101,7 +103,8 @@ def bench(args: argparse.Namespace) -> dict:
                     cfg = cfgs[mode] if temp == 0 else dataclasses.replace(cfgs[mode], seed=args.seed + i)
                     reps[mode].append(run(cfg))
             for mode in modes:
-                rep = max(reps[mode], key=lambda x: x.tokens_per_s)   # shared machine: the least disturbed
+                ranked = sorted(reps[mode], key=lambda x: x.tokens_per_s)
+                rep = ranked[(len(ranked) - 1) // 2]                  # the median repeat (lower middle if even)
                 if mode == "ssd" and batch == 1 and temp == 0.0 and args.trace:
                     rep.chrome_trace(args.trace)
                 s = rep.summary()
@@ -115,19 +118,20 @@ def bench(args: argparse.Namespace) -> dict:
                          tokens_per_round_repeats=statistics.fmean(x.summary()["mean_tokens_per_round"]
                                                                    for x in reps[mode]),
                          tokens_per_s_median=statistics.median(x.tokens_per_s for x in reps[mode]),
+                         tokens_per_s_best=ranked[-1].tokens_per_s,
                          of_ceiling_all=[x.tokens_per_s / x.ceiling_tokens_per_s for x in reps[mode]
                                          if x.ceiling_tokens_per_s], theorem7=_theorem7(rep))
+                s["tokens_per_s"] = s["tokens_per_s_median"]
                 rows.append(s)
-                print(f"  batch {batch} T={temp} {mode}: {s['tokens_per_s']:.1f} tok/s "
+                print(f"  batch {batch} T={temp} {mode}: {s['tokens_per_s']:.1f} tok/s median "
                       f"(all: {', '.join(f'{x:.0f}' for x in s['tokens_per_s_all'])})", flush=True)
     for r in rows:
         same = {x["mode"]: x for x in rows if x["batch"] == r["batch"] and x["temperature"] == r["temperature"]}
         same.setdefault("sd", max((x for x in same.values() if x["mode"].startswith("sd")),
-                                  key=lambda x: x["tokens_per_s"]))   # best SD when only sd@K ran
-        r["vs_ar"] = r["tokens_per_s"] / same["ar"]["tokens_per_s"]
-        r["vs_sd"] = r["tokens_per_s"] / same["sd"]["tokens_per_s"]
-        r["vs_sd_median"] = r["tokens_per_s_median"] / same["sd"]["tokens_per_s_median"]
-        r["vs_ar_median"] = r["tokens_per_s_median"] / same["ar"]["tokens_per_s_median"]
+                                  key=lambda x: x["tokens_per_s"]))   # SD at its best median K when only sd@K ran
+        r["vs_ar"] = r["vs_ar_median"] = r["tokens_per_s_median"] / same["ar"]["tokens_per_s_median"]
+        r["vs_sd"] = r["vs_sd_median"] = r["tokens_per_s_median"] / same["sd"]["tokens_per_s_median"]
+        r["vs_sd_best"] = r["tokens_per_s_best"] / same["sd"]["tokens_per_s_best"]
         r["of_ceiling"] = r["tokens_per_s"] / r["ceiling_tokens_per_s"] if r["ceiling_tokens_per_s"] else None
         bound = r.get("verify_bound_tokens_per_s")     # tokens / verification alone (the older "ceiling")
         r["of_verify_bound"] = r["tokens_per_s"] / bound if bound else None
@@ -152,7 +156,7 @@ def bench(args: argparse.Namespace) -> dict:
 
 
 def table(result: dict) -> str:
-    head = f"{'batch':>5} {'T':>4} {'mode':>9} {'tok/s':>8} {'xAR':>5} {'xSD':>5} {'med xSD':>7} {'tok/rnd':>7} " \
+    head = f"{'batch':>5} {'T':>4} {'mode':>9} {'tok/s':>8} {'xAR':>5} {'xSD':>5} {'bestxSD':>7} {'tok/rnd':>7} " \
            f"{'hit':>5} {'wait':>5} {'ceil':>8} {'%ceil':>6} {'%bound':>6}"
     lines = [head]
     for r in result["rows"]:
@@ -160,7 +164,7 @@ def table(result: dict) -> str:
         ceil = f"{100 * r['of_ceiling']:.0f}%" if r["of_ceiling"] is not None else "-"
         bound = f"{100 * r['of_verify_bound']:.0f}%" if r.get("of_verify_bound") is not None else "-"
         lines.append(f"{r['batch']:>5} {r['temperature']:>4} {r['mode']:>9} {r['tokens_per_s']:>8.1f} "
-                     f"{r['vs_ar']:>5.2f} {r['vs_sd']:>5.2f} {r['vs_sd_median']:>7.2f} {r['tokens_per_round_repeats']:>7.2f} {hit:>5} "
+                     f"{r['vs_ar']:>5.2f} {r['vs_sd']:>5.2f} {r['vs_sd_best']:>7.2f} {r['tokens_per_round_repeats']:>7.2f} {hit:>5} "
                      f"{r['wait_share']:>5.2f} {r['ceiling_tokens_per_s']:>8.1f} {ceil:>6} {bound:>6}")
     lines.append("mean ms per round: " + " | ".join(f"{p:>6}" for p in (*(x.removesuffix('_s') for x in PHASES),
                                                                        "round")))
@@ -188,7 +192,7 @@ def table(result: dict) -> str:
                          + " ".join(f"{100 * x:.0f}" for x in r["of_ceiling_all"]))
     if result["targets"]:
         t = result["targets"]
-        lines.append(f"targets (batch 1, T=0; best SSD row {t['ssd_row']} vs best SD row {t['sd_row']}: "
+        lines.append(f"targets (batch 1, T=0, medians; best SSD row {t['ssd_row']} vs best SD row {t['sd_row']}: "
                      f"x{t['ssd_vs_sd']:.2f} SD, x{t['ssd_vs_ar']:.2f} AR, {100 * (t['ssd_of_ceiling'] or 0):.0f}% of "
                      f"its zero-drafting ceiling, {100 * (t['ssd_of_verify_bound'] or 0):.0f}% of tokens / verify "
                      "time): " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in t.items() if ">=" in k))
@@ -213,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=3, help="runs per cell; the fastest is reported")
+    p.add_argument("--repeats", type=int, default=3, help="runs per cell; their median is reported")
     p.add_argument("--trace", default="", help="write the batch-1, T=0 SSD run's Chrome trace here")
     p.add_argument("--no-warmup", dest="warmup", action="store_false")
     p.add_argument("--modes", default="ar,sd,ssd", help="comma separated: ar | sd | ssd, ssd-reply / ssd-push "

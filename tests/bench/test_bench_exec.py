@@ -1,0 +1,33 @@
+"""bench/bench_exec.py on the tiny pair (a few tokens, three repeats): tok/s is the median over the repeats, the
+speed-ups and the issue's targets are ratios of medians, and the best repeat is kept beside them."""
+
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench_exec():
+    spec = importlib.util.spec_from_file_location("bench_exec", ROOT / "bench" / "bench_exec.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_headline_and_targets_are_medians(tmp_path, capsys):
+    out = tmp_path / "exec.json"
+    assert _bench_exec().main(["--batches", "1", "--temps", "0", "--repeats", "3", "--modes", "ar,sd,ssd",
+                               "--max-new", "12", "--prompts", "2", "--no-warmup", "--out", str(out)]) == 0
+    rows = {r["mode"]: r for r in json.loads(out.read_text())["rows"]}
+    for r in rows.values():
+        assert r["tokens_per_s"] == pytest.approx(statistics.median(r["tokens_per_s_all"]))
+        assert r["tokens_per_s_best"] == max(r["tokens_per_s_all"])
+    assert rows["ssd"]["vs_sd"] == pytest.approx(rows["ssd"]["tokens_per_s"] / rows["sd"]["tokens_per_s"])
+    assert rows["ssd"]["vs_sd_best"] == pytest.approx(rows["ssd"]["tokens_per_s_best"] / rows["sd"]["tokens_per_s_best"])
+    targets = json.loads(out.read_text())["targets"]
+    assert targets["ssd_vs_sd"] == pytest.approx(rows["ssd"]["vs_sd"])
+    assert "targets (batch 1, T=0, medians;" in capsys.readouterr().out
