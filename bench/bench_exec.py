@@ -129,7 +129,8 @@ def bench(args: argparse.Namespace) -> dict:
         same = {x["mode"]: x for x in rows if x["batch"] == r["batch"] and x["temperature"] == r["temperature"]}
         same.setdefault("sd", max((x for x in same.values() if x["mode"].startswith("sd")),
                                   key=lambda x: x["tokens_per_s"]))   # SD at its best median K when only sd@K ran
-        r["vs_ar"] = r["vs_ar_median"] = r["tokens_per_s_median"] / same["ar"]["tokens_per_s_median"]
+        ar = same.get("ar")                         # None when AR did not run (--modes without ar)
+        r["vs_ar"] = r["vs_ar_median"] = r["tokens_per_s_median"] / ar["tokens_per_s_median"] if ar else None
         r["vs_sd"] = r["vs_sd_median"] = r["tokens_per_s_median"] / same["sd"]["tokens_per_s_median"]
         r["vs_sd_best"] = r["tokens_per_s_best"] / same["sd"]["tokens_per_s_best"]
         r["of_ceiling"] = r["tokens_per_s"] / r["ceiling_tokens_per_s"] if r["ceiling_tokens_per_s"] else None
@@ -140,19 +141,24 @@ def bench(args: argparse.Namespace) -> dict:
     if any(r["mode"].startswith("ssd") for r in cell) and any(r["mode"].startswith("sd") for r in cell):
         best = {m: max((r for r in cell if r["mode"].startswith(m + "@") or r["mode"].split("-")[0] == m),
                        key=lambda r: r["tokens_per_s"]) for m in ("ssd", "sd")}
-        ar = next(r for r in cell if r["mode"] == "ar")
+        ar = next((r for r in cell if r["mode"] == "ar"), None)
         key = best["ssd"]                          # the best SSD row against the best SD row (each at its K)
         targets = {"ssd_row": key["mode"], "sd_row": best["sd"]["mode"],
                    "ssd_vs_sd": key["tokens_per_s"] / best["sd"]["tokens_per_s"],
-                   "ssd_vs_ar": key["tokens_per_s"] / ar["tokens_per_s"], "ssd_of_ceiling": key["of_ceiling"],
+                   "ssd_vs_ar": key["tokens_per_s"] / ar["tokens_per_s"] if ar else None,
+                   "ssd_of_ceiling": key["of_ceiling"],
                    "ssd_of_verify_bound": key["of_verify_bound"]}
-        targets.update({"ssd_vs_sd>=1.3": targets["ssd_vs_sd"] >= 1.3, "ssd_vs_ar>=2": targets["ssd_vs_ar"] >= 2.0,
+        targets.update({"ssd_vs_sd>=1.3": targets["ssd_vs_sd"] >= 1.3, "ssd_vs_ar>=2": (targets["ssd_vs_ar"] or 0) >= 2.0,
                         "ssd_of_ceiling>=0.9": (key["of_ceiling"] or 0) >= 0.9})
     return {"meta": {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": platform.node(),
                      "cpus": os.cpu_count(), "device": args.device, "command": " ".join(sys.argv),
                      "max_new_tokens": args.max_new, "prompts": len(prompts), "repeats": args.repeats,
                      "target": args.target or "tiny", "draft": args.draft or "tiny"},
             "rows": rows, "targets": targets}
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def table(result: dict) -> str:
@@ -164,7 +170,7 @@ def table(result: dict) -> str:
         ceil = f"{100 * r['of_ceiling']:.0f}%" if r["of_ceiling"] is not None else "-"
         bound = f"{100 * r['of_verify_bound']:.0f}%" if r.get("of_verify_bound") is not None else "-"
         lines.append(f"{r['batch']:>5} {r['temperature']:>4} {r['mode']:>9} {r['tokens_per_s']:>8.1f} "
-                     f"{r['vs_ar']:>5.2f} {r['vs_sd']:>5.2f} {r['vs_sd_best']:>7.2f} {r['tokens_per_round_repeats']:>7.2f} {hit:>5} "
+                     f"{_x(r['vs_ar']):>5} {r['vs_sd']:>5.2f} {r['vs_sd_best']:>7.2f} {r['tokens_per_round_repeats']:>7.2f} {hit:>5} "
                      f"{r['wait_share']:>5.2f} {r['ceiling_tokens_per_s']:>8.1f} {ceil:>6} {bound:>6}")
     lines.append("mean ms per round: " + " | ".join(f"{p:>6}" for p in (*(x.removesuffix('_s') for x in PHASES),
                                                                        "round")))
@@ -193,7 +199,7 @@ def table(result: dict) -> str:
     if result["targets"]:
         t = result["targets"]
         lines.append(f"targets (batch 1, T=0, medians; best SSD row {t['ssd_row']} vs best SD row {t['sd_row']}: "
-                     f"x{t['ssd_vs_sd']:.2f} SD, x{t['ssd_vs_ar']:.2f} AR, {100 * (t['ssd_of_ceiling'] or 0):.0f}% of "
+                     f"x{t['ssd_vs_sd']:.2f} SD, x{_x(t['ssd_vs_ar'])} AR, {100 * (t['ssd_of_ceiling'] or 0):.0f}% of "
                      f"its zero-drafting ceiling, {100 * (t['ssd_of_verify_bound'] or 0):.0f}% of tokens / verify "
                      "time): " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in t.items() if ">=" in k))
     return "\n".join(lines)

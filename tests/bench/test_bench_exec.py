@@ -31,3 +31,11 @@ def test_headline_and_targets_are_medians(tmp_path, capsys):
     targets = json.loads(out.read_text())["targets"]
     assert targets["ssd_vs_sd"] == pytest.approx(rows["ssd"]["vs_sd"])
     assert "targets (batch 1, T=0, medians;" in capsys.readouterr().out
+
+
+def test_without_ar_the_speed_ups_over_ar_are_left_out(tmp_path):
+    out = tmp_path / "exec.json"
+    assert _bench_exec().main(["--batches", "1", "--temps", "0", "--repeats", "1", "--modes", "sd,ssd",
+                               "--max-new", "8", "--prompts", "1", "--no-warmup", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert all(r["vs_ar"] is None for r in data["rows"]) and data["targets"]["ssd_vs_ar"] is None
