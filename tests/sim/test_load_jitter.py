@@ -63,9 +63,11 @@ def test_ssd_round_is_the_longer_jittered_side():
 def test_drift_scales_rounds_on_the_clock_and_spreads_requests_not_throughput():
     """A constant drift of 2 doubles every round and prefill; a drift alternating 0.75 / 1.5 every 100 ms
     (averaging 1 over rounds) leaves the busy time within 5% over 1000 rounds but spreads the TPOT of
-    60 eight-token requests (p99 / p50 exactly 1 without it; at least 1.3 with it: the p99 request decodes in
-    a slow stretch, 2x a fast one, and how far the p50 sits from it depends on where the profile's rounds
-    and prefills put the arrivals), which the jitter alone (none here) could not."""
+    60 eight-token requests (p99 / p50 exactly 1 without it; with it the slowest request's TPOT at least 1.6x the
+    fastest's: a request decodes inside one 100-ms stretch, the slow ones at 2x the fast ones; the p50 is not
+    compared, since whether it falls in a slow or a fast stretch depends on where the shipped profile's rounds
+    and prefills put the arrivals, and it took 1.22-1.40x of the p50 across two refits), which the jitter alone
+    (none here) could not."""
     one = RequestStream(np.zeros(1), np.array([48]), np.array([1001]))
     flat, twice = (simulate_load(_with_pairs((), d), AR, one, max_batch=1) for d in ((), (2.0,)))
     assert twice.sim_time_s == pytest.approx(2 * flat.sim_time_s, rel=1e-9)
@@ -76,6 +78,7 @@ def test_drift_scales_rounds_on_the_clock_and_spreads_requests_not_throughput():
     st = poisson_stream(5.0, 60, 48, 8, seed=0)
     f, d = (simulate_load(_with_pairs((), x), AR, st, max_batch=1, seed=0) for x in ((), wave))
     assert f.tpot_s["p99"] == pytest.approx(f.tpot_s["p50"])
-    assert d.tpot_s["p99"] > 1.3 * d.tpot_s["p50"]
+    tpot = d.per_request["tpot_s"]
+    assert tpot.max() > 1.6 * tpot.min() and d.tpot_s["p99"] > d.tpot_s["p50"]
     off = simulate_load(_with_pairs((), wave), AR, st, max_batch=1, seed=0, jitter=False)
     assert np.array_equal(off.per_request["tpot_s"], f.per_request["tpot_s"])   # jitter=False: neither
