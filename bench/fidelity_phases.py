@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibration.fit import run_of  # noqa: E402
 from calibration.fit_acceptance import RunRounds, steady_rounds  # noqa: E402
-from calibration.fit_executor import _own_from_stamps, forward_widths, tree_width  # noqa: E402
+from calibration.fit_executor import forward_widths, tree_width  # noqa: E402
+from calibration.fit_ssd_round import _own_from_stamps  # noqa: E402
 from calibration.measurements import Measurements  # noqa: E402
 from calibration.overheads import LOOP_KINDS  # noqa: E402
 from calibration.profile import Profile  # noqa: E402
@@ -71,7 +72,7 @@ def _measured(run: RunRounds, row: dict) -> dict[str, float]:
     """{phase: measured s} of one round (SD's draft includes the catch-up after the verification, as the
     executor fit's draft_step does; SSD's draft_round is the round's time beyond the draft's forwards and the
     outcome send in rounds the draft bound, else 0: runs without hand-off stamps; with them ``breakdown``
-    takes the stamps' own time, as calibration.fit_executor.draft_round fits it)."""
+    takes the stamps' own time, as calibration.fit_ssd_round.draft_round fits it)."""
     span = _g(row, "t1") - _g(row, "t0")
     if run.mode == "ar":
         return {"step": _g(row, "verify_s"), "other": span - _g(row, "verify_s")}

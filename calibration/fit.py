@@ -14,18 +14,13 @@ import numpy as np
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backup, steady_rounds
 from calibration.fit_drift import speed_drift
-from calibration.fit_executor import (
-    draft_round,
-    effective_link_s,
-    fit_executor_costs,
-    round_jitter,
-    verifier_lookup_s,
-)
+from calibration.fit_executor import fit_executor_costs
 from calibration.fit_hits import fit_hits
 from calibration.fit_latency import fit_latency
 from calibration.fit_loop import fit_loop
 from calibration.fit_prefill import fit_prefill, with_prefill
 from calibration.fit_rows import fit_row_scales
+from calibration.fit_ssd_round import draft_round, effective_link_s, round_jitter, verifier_lookup_s
 from calibration.measurements import Measurements
 from calibration.profile import Profile, placement_of
 

@@ -1,7 +1,7 @@
 """The machine's slow speed drift within a run, as a time series of multipliers (profile.executor.drift).
 
 A request's time per output token averages its own ~30-100 rounds, so round-to-round jitter (the 9-round-window
-ratios of ``fit_executor.round_jitter``) cancels in it, while what moves a request's TPOT is the machine being
+ratios of ``fit_ssd_round.round_jitter``) cancels in it, while what moves a request's TPOT is the machine being
 faster or slower for the fraction of a second it decodes: on the shared 2-core box the 32-round window means
 of one run spread 0.7-1.4x (p1-p99), and the measured p99 TPOT sat 10-23% above a simulation without it. Each
 round's duration is taken relative to the median of its run's rounds of the same kind (width, and for SSD

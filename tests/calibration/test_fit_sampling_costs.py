@@ -9,7 +9,8 @@ import pytest
 
 from calibration import AcceptanceModel, HitCurve, LatencyModel, Profile
 from calibration.fit_acceptance import RunRounds
-from calibration.fit_executor import draft_round, fit_executor_costs
+from calibration.fit_executor import fit_executor_costs
+from calibration.fit_ssd_round import draft_round
 from calibration.overheads import ExecutorCosts
 from saguaro_sim import SpecConfig, Workload, simulate
 from saguaro_sim.analytic import predict
