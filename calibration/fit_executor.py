@@ -135,7 +135,7 @@ def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] |
     info: dict = {}
     if above is None and setup and not loops_told_apart(shapes[:, 0], shapes[:, 2], ns):
         line, info["selection"] = fit_plane(shapes, ys - setup / np.maximum(shapes[:, 2], 1), ns)
-        line, info["setup_from"] = [*line[:4], *[0.0] * (4 - len(line)), float(setup)], "greedy"
+        line, info["setup_from"] = [*_padded(line)[:4], float(setup)], "greedy"
     elif above is None:
         line, info["selection"] = fit_plane(shapes, ys, ns)
     else:
@@ -180,7 +180,7 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
         for k in side:
             if k in g and k not in s:
                 derived = [float(g[k][0] + d[0]), *(max(0.0, float(a + b)) for a, b in zip(_padded(g[k])[1:], d[1:]))]
-                s[k] = derived if kind_loops(k, derived) else derived[:4]
+                s[k] = derived if k in LOOP_KINDS and derived[4] > 0 else derived[:4]   # a set-up only for loops
                 info[f"sampled.{k}"] = {"derived_from": f"greedy.{k}", "sampling_extra": [float(v) for v in d],
                                         "from": both}
     return ExecutorCosts(lines={r: v for r, v in lines.items() if v}), info
@@ -189,8 +189,3 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
 def _padded(line: list[float]) -> list[float]:
     """A line as five numbers (the plane's terms, per_loop last; absent terms 0)."""
     return list(line) + [0.0] * (5 - len(line))
-
-
-def kind_loops(kind: str, line: list[float]) -> bool:
-    """Whether a line keeps its fifth (per-loop set-up) term: a K-step loop's kind with a set-up fitted."""
-    return kind in LOOP_KINDS and len(line) > 4 and line[4] > 0

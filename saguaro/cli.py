@@ -92,11 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             except KeyboardInterrupt as e:  # before a command was chosen (_command catches the command's)
                 print("saguaro: interrupted", file=sys.stderr)
                 code = 143 if e.args == ("SIGTERM",) else 130
-            if argv is None and hasattr(signal, "pthread_sigmask"):   # the program is ending, interrupted or
-                signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)   # done: later signals must not change its status
-    finally:                                                        # (a Ctrl-C during a finished run's interpreter
-        if mask is not None:                                        # shutdown, ~0.1 s with torch loaded, killed it
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)        # with -2 instead of its 0)
+            # the program is ending, interrupted or done: later signals must not change its status (a Ctrl-C
+            # during a finished run's interpreter shutdown, ~0.1 s with torch loaded, killed it with -2, not 0)
+            if argv is None and hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if argv is None:   # (interpreter shutdown included)
         for s in SIGNALS:
             signal.signal(s, signal.SIG_IGN)
