@@ -178,7 +178,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--modes", default=",".join(MODES), help="comma list of ar, sd, ssd")
     ap.add_argument("--k", type=int, default=3, help="speculation length of SD and SSD")
     ap.add_argument("--batch", type=int, default=4, help="rows (max batch) of every mode")
-    ap.add_argument("--requests", type=int, default=24, help="requests per load level")
+    ap.add_argument("--requests", type=int, default=96,
+                    help="requests per load level (96: an overloaded run lasts ~1 s; runs of 24, 0.2 s, spread 20-30%%)")
     ap.add_argument("--tokens", type=int, default=32, help="output tokens per request")
     ap.add_argument("--fractions", default="0.3,1.0,1.5", help="light, knee, overloaded (see the module note)")
     ap.add_argument("--repeats", type=int, default=3)

@@ -53,13 +53,17 @@ class DraftArgs:
 
 
 def load_source(source: object, device: str, dtype: str):
-    """A Transformer from a checkpoint path or an in-memory model, on ``device``."""
+    """A Transformer from a checkpoint path or an in-memory model, on ``device``, warmed up (model/warm.py)."""
     from saguaro_exec.model import load_model
+    from saguaro_exec.model.warm import warm_up
 
     dt = getattr(torch, dtype)
     if isinstance(source, str | os.PathLike):
-        return load_model(source, device=device, dtype=dt)
-    return source.to(device=device, dtype=dt).eval()
+        model = load_model(source, device=device, dtype=dt)
+    else:
+        model = source.to(device=device, dtype=dt).eval()
+    warm_up(model)
+    return model
 
 
 def serve(rank: int, port: int, workdir: str) -> None:
