@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:?OUT_DIR}; shift
 mkdir -p "$OUT"
 PY=${PY:-.venv/bin/python}
+R=${REPEATS:-5}     # repeats of every executor and load step (more on a host whose speed swings)
 export PYTHONPATH=$PWD
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 quiet() {
@@ -22,30 +23,30 @@ opt_step() {
   $PY -m saguaro autotune --target $DEEP --temperature "$1" --out "$OUT/autotune_T$1" > "$OUT/autotune_T$1.txt" 2>&1
   read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$OUT/autotune_T$1/autotune.json")
   echo "optimizer's SSD choice at T=$1: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
-  $PY bench/bench_exec.py --target $DEEP --batches 1 --temps "$1" --repeats 5 \
+  $PY bench/bench_exec.py --target $DEEP --batches 1 --temps "$1" --repeats $R \
     --modes ar,sd@3,sd@4,sd@5,sd@6,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
 }
 for s in "${steps[@]}"; do
   quiet "start $s"
   case $s in
-    exec_deep) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 0.7 --repeats 5 \
+    exec_deep) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 0.7 --repeats $R \
                  --modes ar,sd@2,sd@3,sd@4,ssd,ssd@4 --out "$OUT/bench_exec_deep.json" > "$OUT/bench_exec_deep.txt" 2>&1 ;;
     exec_deep_opt)   opt_step 0 bench_exec_deep_optimizer ;;
     exec_deep07_opt) opt_step 0.7 bench_exec_deep07_optimizer ;;
-    exec_deep07_wide) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
+    exec_deep07_wide) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats $R \
                  --modes ar,sd@4,sd@5,ssd@4,ssd@5 --budget 32 --backup neural \
                  --out "$OUT/bench_exec_deep07_wide.json" > "$OUT/bench_exec_deep07_wide.txt" 2>&1 ;;
-    exec_deep_fast07) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats 5 \
+    exec_deep_fast07) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats $R \
                  --modes ar,sd@3,sd@4,ssd,ssd@4 --backup fast \
                  --out "$OUT/bench_exec_deep_fast07.json" > "$OUT/bench_exec_deep_fast07.txt" 2>&1 ;;
-    exec_deep4) $PY bench/bench_exec.py --target $DEEP --batches 4 --temps 0 --repeats 5 \
+    exec_deep4) $PY bench/bench_exec.py --target $DEEP --batches 4 --temps 0 --repeats $R \
                  --modes ar,sd@3,sd@4,ssd --out "$OUT/bench_exec_deep4.json" > "$OUT/bench_exec_deep4.txt" 2>&1 ;;
-    exec_tiny) $PY bench/bench_exec.py --batches 1 --temps 0 --repeats 5 --modes ar,sd@2,sd@3,ssd \
+    exec_tiny) $PY bench/bench_exec.py --batches 1 --temps 0 --repeats $R --modes ar,sd@2,sd@3,ssd \
                  --out "$OUT/bench_exec_tiny.json" > "$OUT/bench_exec_tiny.txt" 2>&1 ;;
     handoff)   $PY bench/bench_handoff.py --repeats 3 --gc on,freeze --out "$OUT/bench_handoff.json" > "$OUT/bench_handoff.txt" 2>&1 ;;
     peers)     $PY bench/bench_peers.py --no-progress --out "$OUT/bench_peers.json" > "$OUT/bench_peers.txt" 2>&1 ;;
     fidelity)  $PY bench/bench_fidelity.py --repeats 5 --save "$OUT/fidelity-runs" --out "$OUT/fidelity.json" > "$OUT/fidelity.txt" 2>&1 ;;
-    load)      $PY bench/bench_load.py --repeats 5 --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
+    load)      $PY bench/bench_load.py --repeats $R --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
     demo)      make demo > "$OUT/demo.txt" 2>&1 ;;
     sim)       $PY bench/bench_sim.py --out "$OUT/bench_sim.json" > "$OUT/bench_sim.txt" 2>&1 ;;
   esac
