@@ -28,8 +28,11 @@ def test_headline_and_targets_are_medians(tmp_path, capsys):
         assert r["tokens_per_s_best"] == max(r["tokens_per_s_all"])
     assert rows["ssd"]["vs_sd"] == pytest.approx(rows["ssd"]["tokens_per_s"] / rows["sd"]["tokens_per_s"])
     assert rows["ssd"]["vs_sd_best"] == pytest.approx(rows["ssd"]["tokens_per_s_best"] / rows["sd"]["tokens_per_s_best"])
+    pairs = [a / b for a, b in zip(rows["ssd"]["tokens_per_s_all"], rows["sd"]["tokens_per_s_all"])]
+    assert rows["ssd"]["vs_sd_paired"] == pytest.approx(statistics.median(pairs))
     targets = json.loads(out.read_text())["targets"]
     assert targets["ssd_vs_sd"] == pytest.approx(rows["ssd"]["vs_sd"])
+    assert targets["ssd_vs_sd_paired"] == pytest.approx(rows["ssd"]["vs_sd_paired"])
     assert "targets (batch 1, T=0, medians;" in capsys.readouterr().out
 
 
