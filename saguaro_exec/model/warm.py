@@ -1,4 +1,4 @@
-"""One small forward when a model is loaded, so that the first request does not pay the cold start.
+"""One small forward when a model is loaded from a checkpoint, so that the first request does not pay the cold start.
 
 Why: the first forward of a freshly loaded model builds the lean forward's fused weights (``lean_forward._plan``:
 ~6 ms for the 12-layer tiny target cold) and touches every kernel and allocator path once. Served inside the run,

@@ -53,17 +53,17 @@ class DraftArgs:
 
 
 def load_source(source: object, device: str, dtype: str):
-    """A Transformer from a checkpoint path or an in-memory model, on ``device``, warmed up (model/warm.py)."""
+    """A Transformer from a checkpoint path (warmed up: model/warm.py) or an in-memory model (used as the caller
+    gave it: its forwards are the caller's code, run only inside the run), on ``device``."""
     from saguaro_exec.model import load_model
     from saguaro_exec.model.warm import warm_up
 
     dt = getattr(torch, dtype)
     if isinstance(source, str | os.PathLike):
         model = load_model(source, device=device, dtype=dt)
-    else:
-        model = source.to(device=device, dtype=dt).eval()
-    warm_up(model)
-    return model
+        warm_up(model)
+        return model
+    return source.to(device=device, dtype=dt).eval()
 
 
 def serve(rank: int, port: int, workdir: str) -> None:
