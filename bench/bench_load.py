@@ -127,6 +127,16 @@ def _drift_adjusted(profile: Profile, spec: SpecConfig, stream: RequestStream, f
     return {k: got[k] for k in ("tpot_p50_s", "tpot_p99_s", "throughput")}
 
 
+def _round_speed(samples: list[dict]) -> float | None:
+    """The median over a cell's repeats of its rounds' measured / charged time: the speed the machine ran these
+    rounds at against the profile. Re-simulating at it is no prediction (it reads the measured rounds); it tells the
+    load model (arrivals, batching, refills, prefills, queueing) apart from the host's speed, which on a host whose
+    CPU speed swings (2026-12-02: +-17% at 0.5-s windows) the speed probe around each run does not catch."""
+    got = [s["phases"].get("round_measured_over_charged") for s in samples]
+    got = [x for x in got if x is not None and math.isfinite(x) and x > 0]
+    return float(np.median(got)) if got else None
+
+
 def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args,
              probe) -> dict:
     """One real load-mode run; its metrics, whether every request made the stream's output tokens, its
@@ -270,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         med, spread = summarize(samples[(m, lvl)])
         f = speed_drift([s["speed_probe_s"] for s in samples[(m, lvl)]], reference)
         adjusted = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), f, args)
-        row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread, samples[(m, lvl)], adjusted, f)
+        g = _round_speed(samples[(m, lvl)])
+        by_rounds = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), g, args)
+        row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread, samples[(m, lvl)], adjusted, f,
+                          by_rounds, g)
         row["repeats"] = samples[(m, lvl)]
         row["phases"] = {"predicted": predicted[(m, lvl)]["phases"], "measured": samples[(m, lvl)][0]["phases"],
                          "fixed_batch": fixed_phases[m]}
@@ -319,23 +332,29 @@ def _print_noise(r: dict) -> None:
     keys = ("tpot_p50_s", "tpot_p99_s", "throughput")
     print("noise (spread: (max - min) / median of the repeats; beyond: the prediction's distance to the repeats' "
           "range / median; drift: speed probe during the cell / during calibration; adj: prediction re-simulated "
-          "at that speed):")
+          "at that speed; rspd: the cell's rounds measured / charged, median over repeats):")
     print(f"{'mode':4} {'load':10} | {'spread p50 p99 tok/s':>24} | {'beyond p50 p99 tok/s':>24} | {'drift':>5} | "
-          f"{'adj err p50 p99 tok/s':>24} | {'adj beyond p50 p99 tok/s':>24}")
+          f"{'adj err p50 p99 tok/s':>24} | {'adj beyond p50 p99 tok/s':>24} | {'rspd':>4} | "
+          f"{'round-adj err p50 p99 tok/s':>27}")
     for row in r["rows"]:
         adj = [row[k].get("drift_adjusted") or {} for k in keys]
+        radj = [row[k].get("round_adjusted") or {} for k in keys]
+        speed = row.get("round_speed")
         print(f"{row['mode']:4} {row['level']:10} | " + " ".join(_share(row[k]["spread"]) for k in keys) + " | " +
               " ".join(_share(row[k]["beyond_noise"]) for k in keys) + " | " +
               ("  -  " if row["drift"] is None else f"{row['drift']:5.2f}") + " | " +
               " ".join(_pct(a.get("rel_error")) for a in adj) + " | " +
-              " ".join(_share(a.get("beyond_noise")) for a in adj))
+              " ".join(_share(a.get("beyond_noise")) for a in adj) + " | " +
+              (" -  " if speed is None else f"{speed:4.2f}") + " | " +
+              " ".join(_pct(a.get("rel_error")) for a in radj))
     nf, t = r["noise_floor"], r["targets_met"]
     print("noise floor (median / worst spread): " + ", ".join(
         f"{k} {_share(nf[k]['median_spread']).strip()} / {_share(nf[k]['max_spread']).strip()}" for k in keys))
     print(f"targets met (p50 TPOT {TARGETS['tpot_p50_s']:.0%}, p99 TPOT {TARGETS['tpot_p99_s']:.0%}, throughput "
           f"{TARGETS['throughput']:.0%}): plainly {_count(t.get('plain'))}, beyond noise "
           f"{_count(t.get('plain_beyond_noise'))}; drift-adjusted {_count(t.get('drift_adjusted'))}, beyond noise "
-          f"{_count(t.get('drift_adjusted_beyond_noise'))}")
+          f"{_count(t.get('drift_adjusted_beyond_noise'))}; at the rounds' own speed (rspd: a diagnostic of the "
+          f"load model, not a prediction) {_count(t.get('round_adjusted'))}")
 
 
 def _print(r: dict) -> None:

@@ -88,6 +88,10 @@ def test_rows_count_targets_plainly_and_beyond_noise():
     assert (t["drift_adjusted"]["met"], t["drift_adjusted_beyond_noise"]["met"]) == (2, 3)
     assert t["plain"]["of"] == 3 and t["plain"]["by_metric"]["tpot_p99_s"] == {"met": 1, "of": 1}
     assert "drift_adjusted" not in target_counts([compare_row("sd", "x", 1.0, med, med, spread, reps)])
+    by_rounds = compare_row("sd", "knee", 2.0, _cell(0.008, 0.0215, 120.0), med, spread, reps,
+                            round_adjusted=_cell(0.0115, 0.021, 105.0), round_speed=1.4)
+    assert by_rounds["round_speed"] == 1.4 and by_rounds["tpot_p50_s"]["round_adjusted"]["within_target"]
+    assert target_counts([by_rounds])["round_adjusted"]["met"] == 3 and "drift_adjusted" not in target_counts([by_rounds])
     assert noise_floors([row])["throughput"]["max_spread"] == pytest.approx(8 / 104)
 
 
@@ -148,6 +152,8 @@ def test_bench_load_smoke(tmp_path):
             assert c["spread"] in (0.0, None) and c["range"][0] == c["range"][1] == c["measured"]
             assert c["beyond_noise"] == pytest.approx(abs(c["rel_error"]))
             assert c["drift_adjusted"]["predicted"] >= 0 and "within_target_beyond_noise" in c["drift_adjusted"]
+            assert c["round_adjusted"]["predicted"] >= 0       # at the speed of the cell's own rounds
+        assert r["round_speed"] == pytest.approx(r["repeats"][0]["phases"]["round_measured_over_charged"])
         pred, meas = r["phases"]["predicted"], r["phases"]["measured"]
         if r["mode"] == "ssd":   # both sides: the rows up to the last live one (ssd_width "prefix"), never more
             assert set(pred["rounds_by_width"]) <= {"1", "2"} and set(meas["rounds_by_width"]) <= {"1", "2"}
@@ -157,5 +163,6 @@ def test_bench_load_smoke(tmp_path):
     assert data["load_average_start"] and "steal_share" in data
     assert len(data["speed_probe"]["reference_s"]) == 4 and set(data["noise_floor"]) == {"tpot_p50_s", "tpot_p99_s",
                                                                                           "throughput"}
-    assert {"plain", "plain_beyond_noise", "drift_adjusted", "drift_adjusted_beyond_noise"} <= set(data["targets_met"])
+    assert {"plain", "plain_beyond_noise", "drift_adjusted", "drift_adjusted_beyond_noise",
+            "round_adjusted"} <= set(data["targets_met"])
     assert all(Path(p).is_file() for p in data["traces"].values())
