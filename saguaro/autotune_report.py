@@ -82,8 +82,10 @@ def render_markdown(doc: Mapping) -> str:
             "```toml", doc["recommended_toml"].rstrip(), "```"]
     speed = doc.get("speedups", {})
     if speed:
+        n = doc.get("repeats", 1)
         out.append("\nMeasured speedup of the SSD config: " +
-                   ", ".join(f"{_f(v, 2)}x vs {k.upper()}" for k, v in speed.items()) + ".")
+                   ", ".join(f"{_f(v, 2)}x vs {k.upper()}" for k, v in speed.items()) +
+                   (f" (ratios of medians over {n} interleaved runs each)." if n > 1 else " (one run each)."))
     prof = doc.get("profile", {})
     if prof:
         out += ["", "## Fitted profile", ""]

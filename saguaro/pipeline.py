@@ -21,9 +21,10 @@ from saguaro_sim.config import SpecConfig
 from saguaro_sim.resolve import resolve
 from saguaro_sim.workload import Workload
 
-FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 8, "calib_budget": 32}
+FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 8, "calib_budget": 32,
+        "repeats": 3}
 SSD = "SSD (best simulated)"
-QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8}
+QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8, "repeats": 1}
 
 
 @dataclass
@@ -143,9 +144,11 @@ def hit_curve(profile: Profile, temperature: float, max_f: int = 32) -> dict:
 def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = None, device: str = "cpu",
              quick: bool = False, batch_size: int = 1, temperature: float = 0.0, max_new_tokens: int | None = None,
              prompts: list | None = None, seed: int = 0, threads: int | None = 1, objective: str = "latency",
-             progress: bool = False) -> AutotuneReport:
+             progress: bool = False, repeats: int | None = None) -> AutotuneReport:
     """Calibrate on this machine, pick the best SSD config in simulation, check it (and AR / SD) for real,
-    refit with the new runs and write a report folder (report.md, plots, autotune.json) atomically."""
+    refit with the new runs and write a report folder (report.md, plots, autotune.json) atomically.
+    ``repeats`` (default 3, 1 with ``quick``): real runs of each checked config, interleaved (SSD SD AR SSD SD
+    AR ...); each config's measured numbers are its median run's, the speed-ups ratios of medians."""
     from saguaro.commands.common import StagedDir
     from saguaro_exec import RunConfig, run
     from saguaro_exec.io.assets import tiny_pair_paths
@@ -157,6 +160,7 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
     check_number("batch_size", batch_size, 1, 64, integer=True)
     check_number("temperature", temperature, 0.0, 10.0)
     cfg = QUICK if quick else FULL
+    repeats = int(check_number("repeats", cfg["repeats"] if repeats is None else repeats, 1, 50, integer=True))
     max_new = int(check_number("max_new_tokens", max_new_tokens or cfg["max_new_tokens"], 1, 100000, integer=True))
     if target is None or draft is None:
         t_path, d_path = tiny_pair_paths()
@@ -199,25 +203,29 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
     rows = {SSD: plan.table[0], "SD": plan.baselines["sd"], "AR": plan.baselines["ar"]}
     chosen = {name: pin(spec_of_row(row), profiles["ssd"], workload) for name, row in rows.items()}
     pick = max(rows, key=lambda n: rows[n]["objective"])  # the optimizer's recommendation over all modes
-    reports, configs, sims = {}, [], {}
-    with stage("real runs"):
-        for name, spec in chosen.items():
-            reports[name] = real(spec)
+    configs, sims = [], {}
+    runs: dict[str, list] = {name: [] for name in chosen}
+    with stage("real runs"):        # interleaved passes: one run alone on a host whose speed drifts misleads
+        for _ in range(repeats):    # (2026-12-02: one SSD / SD pair read 1.32x, 9 interleaved pairs 1.01x)
+            for name, spec in chosen.items():
+                runs[name].append(real(spec))
+    reports = {name: _median_run(reps) for name, reps in runs.items()}
     with stage("refit"):
-        refits = fit_modes(grid, calib + [r.measurements for r in reports.values()], f"autotune-{tag}-refit",
-                           temperature)
+        refits = fit_modes(grid, calib + [r.measurements for reps in runs.values() for r in reps],
+                           f"autotune-{tag}-refit", temperature)
     with stage("predict"):
         for name, spec in chosen.items():
             pred, sims[name] = predicted(profiles[spec.mode], spec, workload, seed, trace=spec.mode == "ssd")
             pred2, _ = predicted(refits[spec.mode], spec, workload, seed)
             configs.append({"name": name, "spec": spec.to_dict(), "fanout": list(spec.fanout or []),
-                            "predicted": pred, "predicted_refit": pred2, "measured": measured(reports[name])})
+                            "predicted": pred, "predicted_refit": pred2, "measured": measured(reports[name]),
+                            "measured_repeats": [measured(r)["tokens_per_s"] for r in runs[name]]})
     profile, refit = profiles["ssd"], refits["ssd"]
     ssd_meas = configs[0]["measured"]["tokens_per_s"]
     doc = {"title": "saguaro autotune report", "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
            "models": {"target": str(target), "draft": str(draft)}, "device": device, "quick": quick,
            "batch_size": batch_size, "temperature": temperature, "threads": threads, "seed": seed,
-           "objective": objective,
+           "objective": objective, "repeats": repeats,
            "workload": {"num_sequences": workload.num_sequences, "output_tokens": max_new,
                         "prompt_tokens": workload.prompt_tokens},
            "recommended": chosen[pick].to_dict(), "recommended_name": pick,
@@ -251,6 +259,12 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
         reports[SSD].chrome_trace(d / "trace_real_ssd.json")
         sims[SSD].to_chrome_trace(d / "trace_sim_ssd.json")
     return AutotuneReport(Path(out_dir), chosen[pick], profile, refit, doc)
+
+
+def _median_run(reports: list):
+    """The run of median decode rate (the lower middle of an even count): its numbers stand for the config."""
+    ranked = sorted(reports, key=lambda r: measured(r)["tokens_per_s"])
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def fit_modes(grid: Measurements, runs: list[Measurements], name: str, temperature: float) -> dict[str, Profile]:

@@ -26,6 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--objective", default="latency", help="latency | throughput (default latency)")
     p.add_argument("--threads", type=integer(1, 1024), default=1, help="torch threads per process in all runs (default 1)")
     p.add_argument("--seed", type=integer(0, 2**62), default=0, help="random seed (default 0)")
+    p.add_argument("--repeats", type=integer(1, 50),
+                   help="real runs of each checked config, interleaved; the median run counts (default 3; 1 with "
+                        "--quick)")
     p.add_argument("--quick", action="store_true", help="reduced grid and few tokens (a smoke test, ~1 minute)")
     p.add_argument("--json", action="store_true", help="print autotune.json on stdout instead of the summary")
     return p
@@ -39,11 +42,11 @@ def main(args: argparse.Namespace) -> int:
     check_checkpoint_flags(args)
     if args.objective not in ("latency", "throughput"):
         raise ConfigError("--objective", f"unknown value {args.objective!r}", "latency | throughput")
-    with flag_errors(("batch_size", "temperature", "max_new_tokens", "threads", "seed")):
+    with flag_errors(("batch_size", "temperature", "max_new_tokens", "threads", "seed", "repeats")):
         rep = autotune(args.out, target=args.target, draft=args.draft, device=args.device, quick=args.quick,
                        batch_size=args.batch_size, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                        seed=args.seed, threads=args.threads, objective=args.objective,
-                       progress=not args.json and sys.stderr.isatty())
+                       progress=not args.json and sys.stderr.isatty(), repeats=args.repeats)
     if args.json:
         print_json(rep.doc)
         return 0

@@ -21,7 +21,7 @@ def quick_report(tmp_path_factory):
 
     target, draft = tiny_pair_paths()
     out = tmp_path_factory.mktemp("at") / "report"
-    return autotune(out, target=target, draft=draft, quick=True, max_new_tokens=16), out
+    return autotune(out, target=target, draft=draft, quick=True, max_new_tokens=16, repeats=2), out
 
 
 def test_report_files_and_numbers(quick_report):
@@ -55,9 +55,14 @@ def test_report_files_and_numbers(quick_report):
     # the markdown shows the same numbers as the JSON
     md = (out / "report.md").read_text()
     assert f"{ssd_meas:.1f}" in md and "```toml" in md and doc["recommended_toml"].strip() in md
-    # the refit profile saw the calibration run and the three real runs
+    # two interleaved real runs per config: the median run's numbers (the lower middle of two: the slower)
+    assert doc["repeats"] == 2
+    for c in doc["configs"]:
+        assert len(c["measured_repeats"]) == 2 and c["measured"]["tokens_per_s"] == min(c["measured_repeats"])
+    assert "ratios of medians over 2 interleaved runs each" in md
+    # the refit profile saw the four calibration runs and the six real runs
     refit = Profile.from_json(out / "profile_refit.json")
-    assert refit.provenance["samples"]["runs"] == 7 and rep.refit.provenance["samples"]["runs"] == 7
+    assert refit.provenance["samples"]["runs"] == 10 and rep.refit.provenance["samples"]["runs"] == 10
     first = Profile.from_json(out / "profile.json")
     assert first.provenance["samples"]["runs"] == 4 and first.provenance["executor_runs"]["used"] == ["ssd@T=0.0"]
     assert Profile.from_json(out / "profile_sd.json").provenance["executor_runs"]["used"] == ["sd@T=0.0"]

@@ -20,6 +20,7 @@ CASES = [
     ("autotune --quick --device tpu", "--device"),
     ("autotune --quick --threads 0", "--threads"),
     ("autotune --quick --seed -1", "--seed"),
+    ("autotune --quick --repeats 0", "--repeats"),
     ("calibrate {run} --temperature nan", "--temperature"),
     ("calibrate {run} --temperature -5", "--temperature"),
     ("calibrate {run} --temperature 1e9", "--temperature"),
