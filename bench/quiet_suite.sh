@@ -10,7 +10,17 @@ PY=${PY:-.venv/bin/python}
 R=${REPEATS:-5}     # repeats of every executor and load step (more on a host whose speed swings)
 export PYTHONPATH=$PWD
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+SETTLE=${SETTLE:-90}   # seconds a step waits at most for the 1-minute load average to fall below 1: it lags the
+                       # previous step's two processes by a minute, and bench_peers refuses a start at load >= 1
+settle() {
+  local waited=0
+  while awk -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN{exit !(l >= 1.0)}' && [ $waited -lt "$SETTLE" ]; do
+    sleep 5; waited=$((waited + 5))
+  done
+  [ $waited -eq 0 ] || echo "$(date -u +%FT%TZ) waited ${waited}s for load < 1" | tee -a "$OUT/load.log"
+}
 quiet() {
+  settle
   local _ u n sy i io irq sirq st; read -r _ u n sy i io irq sirq st _ < /proc/stat; local t1=$((u+n+sy+i+io+irq+sirq+st)) s1=$st; sleep 3
   read -r _ u n sy i io irq sirq st _ < /proc/stat; local t2=$((u+n+sy+i+io+irq+sirq+st))
   echo "$(date -u +%FT%TZ) $1 load $(cut -d' ' -f1-3 /proc/loadavg) steal $(awk -v a=$((st-s1)) -v b=$((t2-t1)) 'BEGIN{printf "%.2f%%", 100*a/b}')" | tee -a "$OUT/load.log"
