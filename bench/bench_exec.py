@@ -77,6 +77,12 @@ def _theorem7(rep) -> dict | None:
             "forwarded_over_live": sum(r["width"] for r in rows) / sum(r["batch"] for r in rows)}
 
 
+def _paired(row: dict, sd: dict) -> float:
+    """The median of repeat i of ``row`` over repeat i of ``sd``, which ran in the same pass seconds apart: on a host
+    whose speed drifts over seconds (2026-12-02: +-17% at 0.5-s windows) the pairs share the machine's state."""
+    return statistics.median(a / b for a, b in zip(row["tokens_per_s_all"], sd["tokens_per_s_all"]))
+
+
 def bench(args: argparse.Namespace) -> dict:
     """Run every (batch, temperature) cell: each mode --repeats times, interleaved round-robin (so the
     shared machine's slow spells hit every mode alike) after a short warm-up; returns the results."""
@@ -135,10 +141,7 @@ def bench(args: argparse.Namespace) -> dict:
         r["vs_ar"] = r["vs_ar_median"] = r["tokens_per_s_median"] / ar["tokens_per_s_median"] if ar else None
         r["vs_sd"] = r["vs_sd_median"] = r["tokens_per_s_median"] / same["sd"]["tokens_per_s_median"]
         r["vs_sd_best"] = r["tokens_per_s_best"] / same["sd"]["tokens_per_s_best"]
-        # repeat i of this mode over repeat i of SD, which ran in the same pass a few seconds apart: on a host whose
-        # speed drifts over seconds (2026-12-02: +-17% at 0.5 s windows) the pairs share the machine's state
-        r["vs_sd_paired"] = statistics.median(a / b for a, b in zip(r["tokens_per_s_all"],
-                                                                    same["sd"]["tokens_per_s_all"]))
+        r["vs_sd_paired"] = _paired(r, same["sd"])
         r["of_ceiling"] = r["tokens_per_s"] / r["ceiling_tokens_per_s"] if r["ceiling_tokens_per_s"] else None
         bound = r.get("verify_bound_tokens_per_s")     # tokens / verification alone (the older "ceiling")
         r["of_verify_bound"] = r["tokens_per_s"] / bound if bound else None
@@ -151,8 +154,7 @@ def bench(args: argparse.Namespace) -> dict:
         key = best["ssd"]                          # the best SSD row against the best SD row (each at its K)
         targets = {"ssd_row": key["mode"], "sd_row": best["sd"]["mode"],
                    "ssd_vs_sd": key["tokens_per_s"] / best["sd"]["tokens_per_s"],
-                   "ssd_vs_sd_paired": statistics.median(a / b for a, b in zip(key["tokens_per_s_all"],
-                                                                               best["sd"]["tokens_per_s_all"])),
+                   "ssd_vs_sd_paired": _paired(key, best["sd"]),
                    "ssd_vs_ar": key["tokens_per_s"] / ar["tokens_per_s"] if ar else None,
                    "ssd_of_ceiling": key["of_ceiling"],
                    "ssd_of_verify_bound": key["of_verify_bound"]}
