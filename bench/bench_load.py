@@ -11,10 +11,14 @@ errors (issue 16's targets: 10 %, 20 %, 10 %), the median of ``--repeats`` runs 
 once per pass, A B C A B C) with their spread and range as the cell's noise floor, the error beyond it (0 when the
 prediction lies inside the repeats' range, else its distance to the nearest repeat / the median) and the targets
 met plainly and beyond noise; the SD-vs-SSD crossover (on p99 TPOT) predicted and measured. The machine's speed
-drift is probed as bench_fidelity does (``speed_probe``: a fixed target + draft workload timed before and after
-every run, and around this run's calibration steps, the prefill timings and fixed-batch runs); per cell the
-prediction is also given re-simulated at the cell's drift (median probe of its repeats / of the calibration
-steps'), beside the plain one, with its errors and targets.
+drift (``--drift``): by default a short fixed-batch run of the same mode and spec right before and right after
+every load run ("beside"), its rounds measured / charged by the same cost model; the cell's drift is the median
+of its repeats' (mean of before and after), and the prediction is also given re-simulated at it, beside the plain
+one, with its errors and targets. That is still a prediction: it reads calibration runs taken beside the load run,
+never the load run itself. ``--drift probe`` is the older probe (``speed_probe``: target and draft forwards of 4
+tokens, timed before and after every run and around this run's calibration steps; drift = median probe of the
+cell's repeats / of the calibration steps'), which on hosts whose speed swings read the box faster while its
+rounds ran slower (2026-12-02: 6 of 27 cells within the targets after it, against 20 of 27 plain).
 Both sides mean the same thing: the simulator charges SSD rounds at every row the executor forwards
 (``--ssd-width prefix``: its SSD keeps rows in place and forwards those up to the last live one), every output token comes from a decode round
 (the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
@@ -57,7 +61,9 @@ from bench.load_compare import (  # noqa: E402
 from bench.load_phases import run_phases, sim_phases, timed_prefills, with_timed_prefills, workload_run  # noqa: E402
 from bench.machine_speed import cpu_times, speed_probe, steal_share  # noqa: E402
 from calibration.errors import ConfigError  # noqa: E402
+from calibration.fit_idle import after_idle  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
+from calibration.overheads import ExecutorCosts  # noqa: E402
 from calibration.profile import Profile, load_preset  # noqa: E402
 from saguaro.pipeline import pin  # noqa: E402
 from saguaro_sim import SpecConfig, Workload  # noqa: E402
@@ -127,6 +133,21 @@ def _drift_adjusted(profile: Profile, spec: SpecConfig, stream: RequestStream, f
     return {k: got[k] for k in ("tpot_p50_s", "tpot_p99_s", "throughput")}
 
 
+DRIFT_WHAT = {
+    "beside": "a fixed-batch run of the same mode before and after every load run: rounds measured / charged",
+    "probe": "bench.machine_speed.speed_probe: target and draft forwards of 4 tokens, median of 15 each; before and "
+             "after every run, against the calibration steps' (reference_s)"}
+
+
+def _cell_drift(samples: list[float | None], reference: list[float], method: str) -> float | None:
+    """A cell's speed drift: the median of its repeats' beside-runs (measured / charged), or for the probe the
+    median probe of its repeats over the calibration steps' (``speed_drift``)."""
+    if method == "probe":
+        return speed_drift(samples, reference)
+    got = [x for x in samples if x is not None and math.isfinite(x) and x > 0]
+    return float(np.median(got)) if got else None
+
+
 def _round_speed(samples: list[dict]) -> float | None:
     """The median over a cell's repeats of its rounds' measured / charged time: the speed the machine ran these
     rounds at against the profile. Re-simulating at it is no prediction (it reads the measured rounds); it tells the
@@ -137,19 +158,51 @@ def _round_speed(samples: list[dict]) -> float | None:
     return float(np.median(got)) if got else None
 
 
+IDLE_SEED = 7919   # the after-idle calibration run's trace seed offset (its arrivals are not any level's)
+
+
+def _with_after_idle(profile: Profile, spec: SpecConfig, ids: list[list[int]], trace: Path, args
+                     ) -> tuple[Profile, dict]:
+    """``profile`` with the extra round shares after an idle gap (``executor.after_idle``) fitted on one load-mode
+    run of ``spec`` over ``trace`` (calibration/fit_idle.py), and the fit's info."""
+    import dataclasses
+
+    from saguaro_exec import RunConfig, run
+
+    rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=args.tokens, arrivals={"trace": str(trace)},
+                        profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
+    excess, info = after_idle([rep.measurements.rounds])
+    ex = profile.executor if profile.executor is not None else ExecutorCosts()
+    return dataclasses.replace(profile, executor=ex.with_after_idle(excess)), {"after_idle": excess, **info}
+
+
+def _beside(spec: SpecConfig, profile: Profile, ids: list[list[int]], args) -> float | None:
+    """The machine's speed now for this mode against ``profile``: a fixed-batch run of ``spec`` (2 x batch of the
+    benchmark's prompts, refilled as rows finish; ~0.1-0.3 s), its rounds measured / charged by the load
+    simulator's cost model (``run_phases``), the number the round-speed diagnostic reads off a load run."""
+    from saguaro_exec import RunConfig, run
+
+    rep = run(RunConfig(spec=spec, prompts=ids[: 2 * args.batch], max_new_tokens=args.tokens, profile=profile,
+                        ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
+    return run_phases(rep.measurements.rounds, profile, spec, float(np.mean([len(p) for p in ids])),
+                      spec.backup == "fast")["round_measured_over_charged"]
+
+
 def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args,
              probe) -> dict:
     """One real load-mode run; its metrics, whether every request made the stream's output tokens, its
-    phases against the simulator's charges, and the speed probe around it (mean of before and after)."""
+    phases against the simulator's charges, and the drift measurement around it (``probe(spec, profile)``:
+    the mean of before and after)."""
     from saguaro_exec import RunConfig, run
 
-    before = probe()
+    before = probe(spec, profile)
     rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=tokens, arrivals={"trace": str(trace)},
                         profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
-    after = probe()
+    after = probe(spec, profile)
     tr = load_trace(trace)
     return {"tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
-            "ttft_p99_s": rep.ttft_s["p99"], "speed_probe_s": (before + after) / 2,
+            "ttft_p99_s": rep.ttft_s["p99"],
+            "drift_sample": None if before is None or after is None else (before + after) / 2,
             "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, tr.output_tokens)), "wall_s": rep.wall_s,
             "phases": run_phases(rep.measurements.rounds, profile, spec, float(np.mean(tr.prompt_tokens)),
                                  spec.backup == "fast")}
@@ -204,6 +257,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--ssd-width", default="prefix", choices=("prefix", "batch", "live"),
                     help="rows the simulator charges an SSD round: up to the last live one, as the executor "
                          "forwards (default)")
+    ap.add_argument("--after-idle", default="fit", choices=("fit", "none"),
+                    help="the slower rounds after an idle gap: fitted on one light-load run per mode before the "
+                         "measurement (default), or left out")
+    ap.add_argument("--drift", default="beside", choices=("beside", "probe"),
+                    help="how the drift-adjusted prediction measures the machine's speed: a fixed-batch run of the "
+                         "same mode beside every load run (default), or the bare-forward speed probe")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="JSON result (the PNG goes beside it)")
     ap.add_argument("--no-progress", action="store_true")
@@ -231,20 +290,28 @@ def main(argv: list[str] | None = None) -> int:
 
         profile = _profile(args.profile)
         load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
-        probe = speed_probe(*map(str, tiny_pair_paths()), args.threads)
-        probe()                     # warm-up: a cold first call would read as a slow machine
-        reference = [probe()]       # the machine's speed while this run calibrates (prefills, fixed-batch runs)
+        if args.drift == "probe":
+            bare = speed_probe(*map(str, tiny_pair_paths()), args.threads)
+            bare()                  # warm-up: a cold first call would read as a slow machine
+            probe = lambda spec, prof: bare()  # noqa: E731
+        else:
+            probe = lambda spec, prof: _beside(spec, prof, ids, args)  # noqa: E731
+        reference = []              # probe: the machine's speed while this run calibrates (prefills, fixed-batch)
         ids = _prompt_ids()
+        if args.drift == "probe":
+            reference.append(bare())
         lens = [len(p) for p in ids]
         specs = _specs(profile, args.modes, args.k, args.batch, args.tokens, round(float(np.mean(lens))))
         prefills = timed_prefills(ids, args.batch, args.threads) if args.prefill == "timed" else None
-        reference.append(probe())
+        if args.drift == "probe":
+            reference.append(bare())
         fixed = {}
         for m, s in specs.items():
             fixed[m] = workload_run(profile, s, ids, args.tokens, prefills, ssd_protocol=args.protocol,
                                     threads=args.threads, seed=args.seed) if args.acceptance == "workload" \
                 else (profile, None)
-            reference.append(probe())
+            if args.drift == "probe":
+                reference.append(bare())
         profiles = {m: p if rows is not None or prefills is None else with_timed_prefills(p, prefills, m)
                     for m, (p, rows) in fixed.items()}
         # the fixed-batch run's rounds charged as the load runs' are (SSD's not: its draft ran in this process)
@@ -255,6 +322,15 @@ def main(argv: list[str] | None = None) -> int:
                                      max_batch=args.batch, seed=args.seed, ssd_width=args.ssd_width).throughput
                     / args.tokens for m, s in specs.items()}
         levels = load_levels(capacity, args.fractions)
+        idle_fits = {}
+        if args.after_idle == "fit":   # a light-load run of every mode on its own trace (another seed): the cold rounds
+            cal = write_trace(_stream(levels["light"], args.requests, lens, args.tokens, args.seed + IDLE_SEED),
+                              Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_load-idle-{os.getpid()}.jsonl")
+            try:
+                for m in args.modes:
+                    profiles[m], idle_fits[m] = _with_after_idle(profiles[m], specs[m], ids, cal, args)
+            finally:
+                cal.unlink(missing_ok=True)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -278,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for m, lvl in configs:
         med, spread = summarize(samples[(m, lvl)])
-        f = speed_drift([s["speed_probe_s"] for s in samples[(m, lvl)]], reference)
+        f = _cell_drift([s["drift_sample"] for s in samples[(m, lvl)]], reference, args.drift)
         adjusted = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), f, args)
         g = _round_speed(samples[(m, lvl)])
         by_rounds = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), g, args)
@@ -295,12 +371,12 @@ def main(argv: list[str] | None = None) -> int:
               "workload_acceptance": {m: p.acceptance.to_dict() for m, p in profiles.items() if p is not profile},
               "workload_executor_lines": {m: p.executor.lines for m, p in profiles.items()
                                           if p is not profile and p.executor is not None},
+              "after_idle": idle_fits,
               "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
               "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
               "noise_floor": noise_floors(rows), "targets_met": target_counts(rows),
-              "speed_probe": {"reference_s": reference, "what": "bench.machine_speed.speed_probe: target and draft "
-                              "forwards of 4 tokens, median of 15 each; before and after every run"},
+              "drift": {"method": args.drift, "reference_s": reference, "what": DRIFT_WHAT[args.drift]},
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
               "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),
               "wall_s": time.perf_counter() - t0, "traces": {k: str(v) for k, v in traces.items()}}
@@ -331,7 +407,7 @@ def _print_noise(r: dict) -> None:
     errors; then the targets met, plainly and beyond noise."""
     keys = ("tpot_p50_s", "tpot_p99_s", "throughput")
     print("noise (spread: (max - min) / median of the repeats; beyond: the prediction's distance to the repeats' "
-          "range / median; drift: speed probe during the cell / during calibration; adj: prediction re-simulated "
+          f"range / median; drift ({r['drift']['method']}): {r['drift']['what']}; adj: prediction re-simulated "
           "at that speed; rspd: the cell's rounds measured / charged, median over repeats):")
     print(f"{'mode':4} {'load':10} | {'spread p50 p99 tok/s':>24} | {'beyond p50 p99 tok/s':>24} | {'drift':>5} | "
           f"{'adj err p50 p99 tok/s':>24} | {'adj beyond p50 p99 tok/s':>24} | {'rspd':>4} | "

@@ -8,6 +8,8 @@ OUT=${1:?OUT_DIR}; shift
 mkdir -p "$OUT"
 PY=${PY:-.venv/bin/python}
 R=${REPEATS:-5}     # repeats of every executor and load step (more on a host whose speed swings)
+# LOAD_PROFILE: the profile bench_load predicts with (default the shipped cpu-tinypair; a refit from this run's
+# fidelity step is the same-day calibration)
 export PYTHONPATH=$PWD
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 SETTLE=${SETTLE:-90}   # seconds a step waits at most for the 1-minute load average to fall below 1: it lags the
@@ -56,7 +58,7 @@ for s in "${steps[@]}"; do
     handoff)   $PY bench/bench_handoff.py --repeats 3 --gc on,freeze --out "$OUT/bench_handoff.json" > "$OUT/bench_handoff.txt" 2>&1 ;;
     peers)     $PY bench/bench_peers.py --no-progress --out "$OUT/bench_peers.json" > "$OUT/bench_peers.txt" 2>&1 ;;
     fidelity)  $PY bench/bench_fidelity.py --repeats 5 --save "$OUT/fidelity-runs" --out "$OUT/fidelity.json" > "$OUT/fidelity.txt" 2>&1 ;;
-    load)      $PY bench/bench_load.py --repeats $R --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
+    load)      $PY bench/bench_load.py ${LOAD_PROFILE:+--profile "$LOAD_PROFILE"} --repeats $R --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
     demo)      make demo > "$OUT/demo.txt" 2>&1 ;;
     sim)       $PY bench/bench_sim.py --out "$OUT/bench_sim.json" > "$OUT/bench_sim.txt" 2>&1 ;;
   esac

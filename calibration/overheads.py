@@ -19,7 +19,10 @@ plus a stall tail (``stall_s`` extra in a fraction ``stall_frac`` of rounds). ``
 so a round lasts the longer of the two, and their round-to-round spread lengthens the mean round where they are
 balanced (E[max] > max of the means). ``drift``: the machine's slower speed changes within a run, a multiplier every
 10 ms of its clock (calibration/fit_drift.py), which the load simulator applies at its own clock (what moves one
-request's TPOT against another's). ``prefill`` / ``draft_prefill``: a batched prefill's overhead on the target
+request's TPOT against another's). ``after_idle``: the extra share of a round's time at the 1st, 2nd, ... decode
+round after the replica sat idle (no live row) for at least IDLE_GAP_S, measured in load-mode runs
+(calibration/fit_idle.py: on the 2-vCPU VM the first round after an idle gap ran 1.3-1.6x a steady one and the
+excess faded over ~5 rounds). ``prefill`` / ``draft_prefill``: a batched prefill's overhead on the target
 / SD's draft side, tokens = rows x cached prompt tokens (calibration/fit_prefill.py: from the runs' own refills);
 ``loop``: AR / SD's per-round bookkeeping between rounds, tokens = rows forwarded (calibration/fit_loop.py).
 """
@@ -37,6 +40,7 @@ _DRAFT_KINDS = ("draft_step", "glue", "fork", "tree_step", "backup_step")
 LOOP_KINDS = ("draft_step", "tree_step", "backup_step")  # K steps a round, each step's inputs made once a loop
 SIGMA_KINDS = ("draft_step", "tree_step", "backup_step")   # sample from sigma_{F,C}: C < 1 adds work
 DRIFT_DT_S = 0.01   # the speed-drift series' time step (s of a run's clock; calibration/fit_drift.py)
+IDLE_GAP_S = 0.002  # an idle stretch this long makes the next rounds pay ``after_idle`` (shorter ones did not)
 
 
 def plane(line: list | tuple, batch: float, new_tokens: float, steps: int | None = None) -> float:
@@ -58,6 +62,7 @@ class ExecutorCosts:
     draft_round: dict = field(default_factory=dict)
     jitter: tuple = ()
     drift: tuple = ()      # the machine's slow speed multipliers every DRIFT_DT_S (calibration/fit_drift.py)
+    after_idle: tuple = ()  # extra share of a round's time at each round after an idle gap (calibration/fit_idle.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.lines, dict):
@@ -98,6 +103,11 @@ class ExecutorCosts:
         object.__setattr__(self, "drift", tuple(float(check_number(f"profile.executor.drift[{i}]", v, 0.0, 20.0,
                                                                    lo_open=True))
                                                 for i, v in enumerate(self.drift)))
+        if not isinstance(self.after_idle, list | tuple):
+            raise ConfigError("profile.executor.after_idle", f"must be a list, got {type(self.after_idle).__name__}",
+                              "[extra share of the 1st round after idle, of the 2nd, ...]")
+        object.__setattr__(self, "after_idle", tuple(float(check_number(f"profile.executor.after_idle[{i}]", v, 0.0,
+                                                                        10.0)) for i, v in enumerate(self.after_idle)))
 
     def __call__(self, kind: str, batch: int, new_tokens: int, temperature: float = 0.0,
                  sampler_c: float = 1.0, steps: int | None = None) -> float:
@@ -122,6 +132,10 @@ class ExecutorCosts:
         """A copy with the slow speed-drift series replaced."""
         return replace(self, drift=tuple(drift))
 
+    def with_after_idle(self, after_idle: list | tuple) -> ExecutorCosts:
+        """A copy with the per-round extra shares after an idle gap replaced."""
+        return replace(self, after_idle=tuple(after_idle))
+
     def draft_round_median(self, width: int = 0, q_rows: int = 0) -> float:
         """Median draft-side time of a round forwarding `width` rows whose pushed cache carries `q_rows` draft
         distribution rows: median_s + per_row_s * width + per_q_row_s * q_rows (the last two fitted only
@@ -142,6 +156,8 @@ class ExecutorCosts:
             d["jitter"] = [list(p) for p in self.jitter]
         if self.drift:
             d["drift"] = list(self.drift)
+        if self.after_idle:
+            d["after_idle"] = list(self.after_idle)
         return d
 
     @classmethod
@@ -150,9 +166,11 @@ class ExecutorCosts:
             return None
         if not isinstance(d, dict):
             raise ConfigError("profile.executor", f"must be an object, got {type(d).__name__}", "{lines, draft_round}")
-        unknown = sorted(set(d) - {"lines", "draft_round", "jitter", "drift"})
+        unknown = sorted(set(d) - {"lines", "draft_round", "jitter", "drift", "after_idle"})
         if unknown:
-            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key", "lines, draft_round, jitter, drift")
-        drift = d.get("drift", ())
+            raise ConfigError(f"profile.executor.{unknown[0]}", "unknown key",
+                              "lines, draft_round, jitter, drift, after_idle")
+        drift, idle = d.get("drift", ()), d.get("after_idle", ())
         return cls(lines=dict(d.get("lines", {})), draft_round=dict(d.get("draft_round", {})),
-                   jitter=tuple(d.get("jitter", ())), drift=tuple(drift) if isinstance(drift, list | tuple) else drift)
+                   jitter=tuple(d.get("jitter", ())), drift=tuple(drift) if isinstance(drift, list | tuple) else drift,
+                   after_idle=tuple(idle) if isinstance(idle, list | tuple) else idle)

@@ -23,6 +23,9 @@ each round draws one pair (its own seeded stream, so the futures do not change) 
 Speed drift: with the profile's measured slow multipliers (profile.executor.drift, one per 10 ms of a run's
 clock) every round and prefill is scaled by the value at its start on the simulated clock, read from a seeded
 offset: what moves one request's TPOT against another's (a request averages its rounds' jitter away).
+After idle: once the replica sat with no live row for at least IDLE_GAP_S, its next decode rounds take the
+profile's extra shares (profile.executor.after_idle: the 1st round x (1 + e0), the 2nd x (1 + e1), ...), the cold
+start a load-mode run shows and fixed-batch costs leave out (calibration/fit_idle.py).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 import simpy
 
 from calibration.errors import check_choice
-from calibration.overheads import DRIFT_DT_S
+from calibration.overheads import DRIFT_DT_S, IDLE_GAP_S
 from calibration.profile import Profile
 from saguaro_sim.analytic import accept_pmfs, hit_table, round_times, uses_fast_backup
 from saguaro_sim.config import SpecConfig
@@ -115,6 +118,8 @@ class Replica:
             self._drift0 = int(np.random.default_rng([seed, DRIFT_STREAM]).integers(len(self._drift)))
             self._dcum = np.concatenate([[0.0], np.cumsum(DRIFT_DT_S / self._drift)])
             self._dcum_list, self._drift_list = self._dcum.tolist(), self._drift.tolist()   # scalar reads
+        self._cold = np.asarray(ex.after_idle, dtype=float) if ex is not None and ex.after_idle else None
+        self._since_idle = len(self._cold) if self._cold is not None else 0   # decode rounds since the last gap
 
     @property
     def rounds(self) -> int:
@@ -162,7 +167,10 @@ class Replica:
                 yield from self._decode_stretch(live)
             elif self.arrived < n:
                 self._wake = env.event()
+                idle_from = env.now
                 yield self._wake
+                if self._cold is not None and env.now - idle_from >= IDLE_GAP_S:
+                    self._since_idle = 0
             else:
                 return
 
@@ -310,6 +318,10 @@ class Replica:
             times = np.maximum(cost.base_s + cost.miss_s * missed, cost.floor_s)
         else:
             missed, times = None, np.full(rounds, cost.base_s)
+        if self._since_idle < (0 if self._cold is None else len(self._cold)):   # the rounds after an idle gap
+            cold = self._cold[self._since_idle:self._since_idle + rounds]
+            times = np.array(times, dtype=float)
+            times[:len(cold)] *= 1.0 + cold
         if self._drift is not None:
             times = times * self._speed(env.now, np.cumsum(times) - times)
         clock = env.now + np.cumsum(times)
@@ -317,6 +329,7 @@ class Replica:
             rounds = min(rounds, int(np.searchsorted(clock, self.stream.arrival_s[self.arrived])) + 1)
         start, end = env.now, float(clock[rounds - 1])
         self._jcur += rounds
+        self._since_idle += rounds
         fresh = np.flatnonzero(self.fresh)
         self.first_token_s[self.req[fresh]], self.first_round[self.req[fresh]] = float(clock[0]), g
         self.fresh[fresh] = False

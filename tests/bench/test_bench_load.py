@@ -146,7 +146,8 @@ def test_bench_load_smoke(tmp_path):
         for m in ("tpot_p50_s", "tpot_p99_s", "throughput"):   # a 4-token request may finish in its first round
             assert r[m]["predicted"] >= 0 and r[m]["measured"] >= 0 and math.isfinite(r[m]["rel_error"])
         assert r["throughput"]["predicted"] > 0 and r["throughput"]["measured"] > 0
-        assert r["drift"] > 0 and r["repeats"][0]["speed_probe_s"] > 0
+        # drift "beside" (the default): the fixed-batch runs around the cell's one repeat, measured / charged
+        assert r["drift"] == pytest.approx(r["repeats"][0]["drift_sample"]) and r["drift"] > 0
         for m in ("tpot_p50_s", "tpot_p99_s", "throughput"):   # one repeat: no spread, its value is the range
             c = r[m]
             assert c["spread"] in (0.0, None) and c["range"][0] == c["range"][1] == c["measured"]
@@ -161,8 +162,28 @@ def test_bench_load_smoke(tmp_path):
         assert sum(meas["rounds_by_width"].values()) == meas["rounds"] > 0
     assert data["crossover"]["pair"] == "sd vs ssd" and len(data["crossover"]["measured"]) == 3
     assert data["load_average_start"] and "steal_share" in data
-    assert len(data["speed_probe"]["reference_s"]) == 4 and set(data["noise_floor"]) == {"tpot_p50_s", "tpot_p99_s",
+    assert data["drift"]["method"] == "beside" and data["drift"]["reference_s"] == [] and set(data["noise_floor"]) == {"tpot_p50_s", "tpot_p99_s",
                                                                                           "throughput"}
     assert {"plain", "plain_beyond_noise", "drift_adjusted", "drift_adjusted_beyond_noise",
             "round_adjusted"} <= set(data["targets_met"])
     assert all(Path(p).is_file() for p in data["traces"].values())
+
+
+def test_bench_load_probe_drift_keeps_the_older_speed_probe(tmp_path):
+    """``--drift probe``: the bare-forward probe timed around the calibration steps (start, prefills, one per mode's
+    fixed-batch run) and around every load run; the cell's drift is their ratio."""
+    mod = _bench_load()
+    out = tmp_path / "load.json"
+    assert mod.main(["--modes", "ar", "--requests", "3", "--tokens", "4", "--repeats", "1", "--batch", "2",
+                     "--drift", "probe", "--no-progress", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["drift"]["method"] == "probe" and len(data["drift"]["reference_s"]) == 3
+    for r in data["rows"]:
+        assert r["drift"] > 0 and r["repeats"][0]["drift_sample"] > 0
+
+
+def test_cell_drift_is_the_median_beside_run_or_the_probe_ratio():
+    mod = _bench_load()
+    assert mod._cell_drift([1.2, 0.9, 1.1, None], [], "beside") == pytest.approx(1.1)
+    assert mod._cell_drift([None], [], "beside") is None
+    assert mod._cell_drift([2e-3, 2e-3], [1e-3, 1e-3], "probe") == pytest.approx(2.0)

@@ -82,3 +82,22 @@ def test_drift_scales_rounds_on_the_clock_and_spreads_requests_not_throughput():
     assert tpot.max() > 1.6 * tpot.min() and d.tpot_s["p99"] > d.tpot_s["p50"]
     off = simulate_load(_with_pairs((), wave), AR, st, max_batch=1, seed=0, jitter=False)
     assert np.array_equal(off.per_request["tpot_s"], f.per_request["tpot_s"])   # jitter=False: neither
+
+
+def test_rounds_after_an_idle_gap_pay_the_profiles_extra_shares():
+    """after_idle (0.5, 0.25): requests 1 s apart (every one starts after a gap) decode their 1st round at 1.5x and
+    their 2nd at 1.25x the step, so AR's TPOT over 10 tokens (rounds 2..10 after the first token) is (9 + 0.25) / 9
+    of the flat one and the time to the first token (the prefill + round 1) 0.5 step longer; back to back (no
+    gap) nothing changes, and without the jitter the shares still apply (they are no noise)."""
+    cold = dataclasses.replace(BASE, executor=BASE.executor.with_jitter(()).with_drift(()).with_after_idle([0.5, 0.25]))
+    flat = dataclasses.replace(BASE, executor=BASE.executor.with_jitter(()).with_drift(()))
+    apart = RequestStream(np.arange(5) * 1.0 + 0.5, np.full(5, 48), np.full(5, 10))
+    a, b = (simulate_load(p, AR, apart, max_batch=1, seed=0) for p in (cold, flat))
+    assert a.tpot_s["p50"] == pytest.approx(b.tpot_s["p50"] * 9.25 / 9, rel=1e-9)
+    step = b.tpot_s["p50"]
+    assert a.ttft_s["p50"] - b.ttft_s["p50"] == pytest.approx(0.5 * step, rel=1e-6)
+    together = RequestStream(np.zeros(5), np.full(5, 48), np.full(5, 10))
+    c, d = (simulate_load(p, AR, together, max_batch=1, seed=0) for p in (cold, flat))
+    assert np.array_equal(c.per_request["tpot_s"], d.per_request["tpot_s"])
+    off = simulate_load(cold, AR, apart, max_batch=1, seed=0, jitter=False)
+    assert off.tpot_s["p50"] == pytest.approx(a.tpot_s["p50"], rel=1e-9)
