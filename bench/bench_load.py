@@ -19,6 +19,9 @@ never the load run itself. ``--drift probe`` is the older probe (``speed_probe``
 tokens, timed before and after every run and around this run's calibration steps; drift = median probe of the
 cell's repeats / of the calibration steps'), which on hosts whose speed swings read the box faster while its
 rounds ran slower (2026-12-02: 6 of 27 cells within the targets after it, against 20 of 27 plain).
+Rounds after an idle gap (``--after-idle fit``, the default): one light-load run per mode on a trace of its own
+seed, before the measurement, fits the extra share of the rounds that follow an idle gap (calibration/fit_idle.py,
+``profile.executor.after_idle``), which the prediction then charges.
 Both sides mean the same thing: the simulator charges SSD rounds at every row the executor forwards
 (``--ssd-width prefix``: its SSD keeps rows in place and forwards those up to the last live one), every output token comes from a decode round
 (the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
@@ -159,6 +162,8 @@ def _round_speed(samples: list[dict]) -> float | None:
 
 
 IDLE_SEED = 7919   # the after-idle calibration run's trace seed offset (its arrivals are not any level's)
+IDLE_LONGER = 2    # its requests are this many times the benchmark's output tokens (SD: ~20 rounds each)
+IDLE_MIN_REQUESTS = 48   # ~30 idle gaps at the light level (3 runs of 96 gave 136-160)
 
 
 def _with_after_idle(profile: Profile, spec: SpecConfig, ids: list[list[int]], trace: Path, args
@@ -169,8 +174,9 @@ def _with_after_idle(profile: Profile, spec: SpecConfig, ids: list[list[int]], t
 
     from saguaro_exec import RunConfig, run
 
-    rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=args.tokens, arrivals={"trace": str(trace)},
-                        profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
+    rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=args.tokens * IDLE_LONGER,
+                        arrivals={"trace": str(trace)}, profile=profile, ssd_protocol=args.protocol,
+                        threads=args.threads, seed=args.seed))
     excess, info = after_idle([rep.measurements.rounds])
     ex = profile.executor if profile.executor is not None else ExecutorCosts()
     return dataclasses.replace(profile, executor=ex.with_after_idle(excess)), {"after_idle": excess, **info}
@@ -324,7 +330,10 @@ def main(argv: list[str] | None = None) -> int:
         levels = load_levels(capacity, args.fractions)
         idle_fits = {}
         if args.after_idle == "fit":   # a light-load run of every mode on its own trace (another seed): the cold rounds
-            cal = write_trace(_stream(levels["light"], args.requests, lens, args.tokens, args.seed + IDLE_SEED),
+            # requests IDLE_LONGER x as long (at 1 / IDLE_LONGER the rate: the same load), so that SD and SSD
+            # requests, ~3 tokens a round, reach the steady rounds the fit reads the excess against
+            cal = write_trace(_stream(levels["light"] / IDLE_LONGER, max(IDLE_MIN_REQUESTS, args.requests // IDLE_LONGER),
+                                      lens, args.tokens * IDLE_LONGER, args.seed + IDLE_SEED),
                               Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_load-idle-{os.getpid()}.jsonl")
             try:
                 for m in args.modes:

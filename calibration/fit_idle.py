@@ -2,8 +2,8 @@
 
 Why: in load-mode runs on the 2-vCPU VM (2026-12-02, AR on the tiny pair at a light load, 3 runs of 96 requests)
 the first decode round after an idle gap of 2 ms or more took 1.55x a steady round of the same width, the next
-ones 1.33x, 1.21x, 1.07x, 1.10x, and from about the 6th round on 1.0x (SD: 1.11x fading over ~6 rounds; SSD 1.28x
-then ~1.07x); after gaps under 2 ms the first round took 1.19x. The core, its caches and the sleeping process
+ones 1.33x, 1.21x, 1.07x, 1.10x, and from about the 6th round on 1.0x; after gaps under 2 ms the first round took
+1.19x (SD's and SSD's rounds, 3x as long, came back within 2% in bench_load's fits). The core, its caches and the sleeping process
 come back cold, an effect fixed-batch runs never show and the round costs (fitted on them) leave out; at a light
 load, where most requests start after a gap, it made every mode's rounds ~10-20% slower than those costs and the
 predicted TPOT that much too fast. The fit is relative to the run's own steady rounds of the same width (as the

@@ -129,7 +129,8 @@ def test_drift_adjusted_prediction_scales_time_not_the_workload():
     assert mod._drift_adjusted(prof, spec, at_once, None, args) is None
 
 
-def test_bench_load_smoke(tmp_path):
+def test_bench_load_smoke(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     mod = _bench_load()
     out = tmp_path / "load.json"
     assert mod.main(["--modes", "sd,ssd", "--requests", "3", "--tokens", "4", "--repeats", "1", "--batch", "2",
@@ -167,6 +168,10 @@ def test_bench_load_smoke(tmp_path):
     assert {"plain", "plain_beyond_noise", "drift_adjusted", "drift_adjusted_beyond_noise",
             "round_adjusted"} <= set(data["targets_met"])
     assert all(Path(p).is_file() for p in data["traces"].values())
+    # the after-idle fit: one light-load run per mode on a trace of its own (its temp file removed)
+    assert set(data["after_idle"]) == {"sd", "ssd"}
+    assert all(f["idle_gaps"] >= 0 and isinstance(f["after_idle"], list) for f in data["after_idle"].values())
+    assert not list(Path(tmp_path).glob("bench_load-idle-*"))
 
 
 def test_bench_load_probe_drift_keeps_the_older_speed_probe(tmp_path):
