@@ -296,28 +296,27 @@ def main(argv: list[str] | None = None) -> int:
 
         profile = _profile(args.profile)
         load0, cpu0, t0 = os.getloadavg(), cpu_times(), time.perf_counter()
+        ids = _prompt_ids()
+        reference: list[float] = []     # probe: the machine's speed at each calibration step (prefills, fixed runs)
         if args.drift == "probe":
             bare = speed_probe(*map(str, tiny_pair_paths()), args.threads)
-            bare()                  # warm-up: a cold first call would read as a slow machine
+            bare()                      # warm-up: a cold first call would read as a slow machine
             probe = lambda spec, prof: bare()  # noqa: E731
+            mark = lambda: reference.append(bare())  # noqa: E731
         else:
             probe = lambda spec, prof: _beside(spec, prof, ids, args)  # noqa: E731
-        reference = []              # probe: the machine's speed while this run calibrates (prefills, fixed-batch)
-        ids = _prompt_ids()
-        if args.drift == "probe":
-            reference.append(bare())
+            mark = lambda: None  # noqa: E731
+        mark()
         lens = [len(p) for p in ids]
         specs = _specs(profile, args.modes, args.k, args.batch, args.tokens, round(float(np.mean(lens))))
         prefills = timed_prefills(ids, args.batch, args.threads) if args.prefill == "timed" else None
-        if args.drift == "probe":
-            reference.append(bare())
+        mark()
         fixed = {}
         for m, s in specs.items():
             fixed[m] = workload_run(profile, s, ids, args.tokens, prefills, ssd_protocol=args.protocol,
                                     threads=args.threads, seed=args.seed) if args.acceptance == "workload" \
                 else (profile, None)
-            if args.drift == "probe":
-                reference.append(bare())
+            mark()
         profiles = {m: p if rows is not None or prefills is None else with_timed_prefills(p, prefills, m)
                     for m, (p, rows) in fixed.items()}
         # the fixed-batch run's rounds charged as the load runs' are (SSD's not: its draft ran in this process)
@@ -332,8 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.after_idle == "fit":   # a light-load run of every mode on its own trace (another seed): the cold rounds
             # requests IDLE_LONGER x as long (at 1 / IDLE_LONGER the rate: the same load), so that SD and SSD
             # requests, ~3 tokens a round, reach the steady rounds the fit reads the excess against
-            cal = write_trace(_stream(levels["light"] / IDLE_LONGER, max(IDLE_MIN_REQUESTS, args.requests // IDLE_LONGER),
-                                      lens, args.tokens * IDLE_LONGER, args.seed + IDLE_SEED),
+            n_cal = max(IDLE_MIN_REQUESTS, args.requests // IDLE_LONGER)
+            cal = write_trace(_stream(levels["light"] / IDLE_LONGER, n_cal, lens, args.tokens * IDLE_LONGER,
+                                      args.seed + IDLE_SEED),
                               Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_load-idle-{os.getpid()}.jsonl")
             try:
                 for m in args.modes:

@@ -16,6 +16,7 @@ from calibration.fit_acceptance import RunRounds, fit_acceptance, fit_fast_backu
 from calibration.fit_drift import speed_drift
 from calibration.fit_executor import fit_executor_costs
 from calibration.fit_hits import fit_hits
+from calibration.fit_idle import after_idle
 from calibration.fit_latency import fit_latency
 from calibration.fit_loop import fit_loop
 from calibration.fit_prefill import fit_prefill, with_prefill
@@ -73,7 +74,8 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
                      backup=str(m.meta.get("backup_resolved") or spec.get("backup", "neural")), rounds=rounds,
                      top_n=int(top_n) if top_n else None, protocol=str(m.meta.get("ssd_protocol") or "reply"),
                      fanout=tuple(fan) if fan else None,
-                     fanout_miss=tuple(m.meta["fanout_miss"]) if m.meta.get("fanout_miss") else None)
+                     fanout_miss=tuple(m.meta["fanout_miss"]) if m.meta.get("fanout_miss") else None,
+                     load=bool(m.meta.get("load_mode")))
 
 
 def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
@@ -228,7 +230,9 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
         costs = costs.with_draft_round(rnd)
         jit, prov["round_jitter"] = round_jitter(push)
         drift, prov["speed_drift"] = speed_drift(runs)     # the machine's, whatever the mode: every run
-        costs = costs.with_jitter(jit).with_drift(drift)
+        # the slower rounds after idle: only load-mode runs sit idle (a fixed batch's next batch is no idle gap)
+        idle, prov["after_idle"] = after_idle([r.rounds for r in mine if r.load])
+        costs = costs.with_jitter(jit).with_drift(drift).with_after_idle(idle)
         pre, prov["prefill_fit"] = fit_prefill(models["target"], models["draft"], runs)
         loop, prov["loop_fit"] = fit_loop(runs)
         costs = with_prefill(costs, {**pre, **loop})

@@ -27,6 +27,7 @@ class RunRounds:
     budget: int | None = None  # SSD tree width per sequence (sum of the primary fan-out)
     draft_devices: int = 1
     protocol: str = "reply"    # SSD message protocol of the run ("push": the verifier looks hits up itself)
+    load: bool = False         # a load-mode run (requests on the wall clock): its idle gaps fit after_idle
     fanout: tuple[int, ...] | None = None        # the schedules the run used (meta fanout / fanout_miss)
     fanout_miss: tuple[int, ...] | None = None
 

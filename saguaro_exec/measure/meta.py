@@ -24,6 +24,7 @@ def run_meta(config: RunConfig, p: Prepared) -> dict:
             "draft_device": ddev, "target_devices": config.resolved_target_devices,
             "tp_size": len(config.resolved_target_devices), "dtype": str(dtype), "threads": p.threads,
             "seed": config.seed, "max_new_tokens": config.max_new_tokens, "draft_pid": None,
+            "load_mode": config.arrivals is not None,     # requests on the wall clock: idle gaps (fit_idle.py)
             "draft_processes": 1 if spec.mode == "ssd" else 0,   # draft_devices > 1 still runs one
             "machine": platform.node(), "dtype_bytes": dtype.itemsize,
             "target_shape": shape_dict(p.target.config, "target"),

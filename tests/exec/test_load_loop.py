@@ -87,3 +87,28 @@ def test_calibration_fit_gives_the_profile_its_prefill_and_loop_lines():
     lines = prof.executor.lines["greedy"]
     assert {"prefill", "draft_prefill", "loop"} <= set(lines)
     assert prof.provenance["loop_fit"]["n"] > 0 and prof.provenance["prefill_fit"]["prefill"]["n"] >= 2
+
+
+def test_calibration_fits_after_idle_from_load_mode_runs_only():
+    """A load-mode run (requests 20 ms apart on the wall clock, each decoding in a few ms) sits idle between them:
+    run_of marks it, and calibration.fit reads its idle gaps into executor.after_idle (the shares, whatever this
+    machine's cold start is, are >= 0); a fixed-batch run of several batches has no idle gap to read."""
+    from calibration import Measurements, load_preset
+    from calibration.fit import fit
+
+    grid = [{"who": who, "batch": b, "new_tokens": n, "context": c, "median_s": s0 * (1 + 0.01 * b * n) + 1e-8 * c,
+             "p10_s": 0.0, "p90_s": 0.0, "n": 3} for who, s0 in (("target", 1e-3), ("draft", 1e-4))
+            for b in (1, 2) for n in (1, 3, 8) for c in (16, 64)]
+    spec = AR.replace(batch_size=2)
+    prompts = [[1, 2, 3, 4, 5], [2, 3, 4], [3, 4, 5, 6], [4, 5]] * 3
+    loaded = run(RunConfig(spec=spec, target=TARGET, draft=DRAFT, prompts=prompts, max_new_tokens=24,
+                           arrivals={"qps": 50.0, "seed": 1})).measurements
+    fixed = run(RunConfig(spec=spec, target=TARGET, draft=DRAFT, prompts=prompts, max_new_tokens=24)).measurements
+    assert run_of(loaded).load and not run_of(fixed).load
+    base = load_preset("cpu-tinypair")
+    prof = fit(Measurements(latency=grid), loaded, base=base)
+    info = prof.provenance["after_idle"]
+    assert info["idle_gaps"] >= 3 and all(e >= 0 for e in prof.executor.after_idle)
+    assert len(prof.executor.after_idle) <= len(info["samples"])
+    none = fit(Measurements(latency=grid), fixed, base=base)
+    assert none.provenance["after_idle"]["idle_gaps"] == 0 and none.executor.after_idle == ()
