@@ -90,7 +90,7 @@ def test_calibration_fit_gives_the_profile_its_prefill_and_loop_lines():
 
 
 def test_calibration_fits_after_idle_from_load_mode_runs_only():
-    """A load-mode run (requests 20 ms apart on the wall clock, each decoding in a few ms) sits idle between them:
+    """A load-mode run (requests 50 ms apart on average, each decoding in 5-25 ms) sits idle between them:
     run_of marks it, and calibration.fit reads its idle gaps into executor.after_idle (the shares, whatever this
     machine's cold start is, are >= 0); a fixed-batch run of several batches has no idle gap to read."""
     from calibration import Measurements, load_preset
@@ -102,7 +102,7 @@ def test_calibration_fits_after_idle_from_load_mode_runs_only():
     spec = AR.replace(batch_size=2)
     prompts = [[1, 2, 3, 4, 5], [2, 3, 4], [3, 4, 5, 6], [4, 5]] * 3
     loaded = run(RunConfig(spec=spec, target=TARGET, draft=DRAFT, prompts=prompts, max_new_tokens=24,
-                           arrivals={"qps": 50.0, "seed": 1})).measurements
+                           arrivals={"qps": 20.0, "seed": 1})).measurements
     fixed = run(RunConfig(spec=spec, target=TARGET, draft=DRAFT, prompts=prompts, max_new_tokens=24)).measurements
     assert run_of(loaded).load and not run_of(fixed).load
     base = load_preset("cpu-tinypair")
