@@ -21,7 +21,8 @@ cell's repeats / of the calibration steps'), which on hosts whose speed swings r
 rounds ran slower (2026-12-02: 6 of 27 cells within the targets after it, against 20 of 27 plain).
 Rounds after an idle gap (``--after-idle fit``, the default): one light-load run per mode on a trace of its own
 seed, before the measurement, fits the extra share of the rounds that follow an idle gap (calibration/fit_idle.py,
-``profile.executor.after_idle``), which the prediction then charges.
+``profile.executor.after_idle``), which the prediction then charges. Those calibration runs live in
+bench/load_calibrate.py, the printed tables and the figure in bench/load_report.py.
 Both sides mean the same thing: the simulator charges SSD rounds at every row the executor forwards
 (``--ssd-width prefix``: its SSD keeps rows in place and forwards those up to the last live one), every output token comes from a decode round
 (the prefill caches the prompt but its last token) and TPOT = (finish - first token) / (tokens - 1) on both; the
@@ -50,7 +51,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.fidelity_stats import speed_drift  # noqa: E402
+from bench.load_calibrate import (  # noqa: E402
+    DRIFT_WHAT,
+    IDLE_LONGER,
+    IDLE_MIN_REQUESTS,
+    IDLE_SEED,
+    beside_speed,
+    cell_drift,
+    fit_after_idle,
+    run_once,
+)
 from bench.load_compare import (  # noqa: E402
     LEVELS,
     TARGETS,
@@ -62,11 +72,10 @@ from bench.load_compare import (  # noqa: E402
     target_counts,
 )
 from bench.load_phases import run_phases, sim_phases, timed_prefills, with_timed_prefills, workload_run  # noqa: E402
+from bench.load_report import plot, print_result  # noqa: E402
 from bench.machine_speed import cpu_times, speed_probe, steal_share  # noqa: E402
 from calibration.errors import ConfigError  # noqa: E402
-from calibration.fit_idle import after_idle  # noqa: E402
 from calibration.jsonio import dump_json  # noqa: E402
-from calibration.overheads import ExecutorCosts  # noqa: E402
 from calibration.profile import Profile, load_preset  # noqa: E402
 from saguaro.pipeline import pin  # noqa: E402
 from saguaro_sim import SpecConfig, Workload  # noqa: E402
@@ -136,21 +145,6 @@ def _drift_adjusted(profile: Profile, spec: SpecConfig, stream: RequestStream, f
     return {k: got[k] for k in ("tpot_p50_s", "tpot_p99_s", "throughput")}
 
 
-DRIFT_WHAT = {
-    "beside": "a fixed-batch run of the same mode before and after every load run: rounds measured / charged",
-    "probe": "bench.machine_speed.speed_probe: target and draft forwards of 4 tokens, median of 15 each; before and "
-             "after every run, against the calibration steps' (reference_s)"}
-
-
-def _cell_drift(samples: list[float | None], reference: list[float], method: str) -> float | None:
-    """A cell's speed drift: the median of its repeats' beside-runs (measured / charged), or for the probe the
-    median probe of its repeats over the calibration steps' (``speed_drift``)."""
-    if method == "probe":
-        return speed_drift(samples, reference)
-    got = [x for x in samples if x is not None and math.isfinite(x) and x > 0]
-    return float(np.median(got)) if got else None
-
-
 def _round_speed(samples: list[dict]) -> float | None:
     """The median over a cell's repeats of its rounds' measured / charged time: the speed the machine ran these
     rounds at against the profile. Re-simulating at it is no prediction (it reads the measured rounds); it tells the
@@ -161,49 +155,13 @@ def _round_speed(samples: list[dict]) -> float | None:
     return float(np.median(got)) if got else None
 
 
-IDLE_SEED = 7919   # the after-idle calibration run's trace seed offset (its arrivals are not any level's)
-IDLE_LONGER = 2    # its requests are this many times the benchmark's output tokens (SD: ~20 rounds each)
-IDLE_MIN_REQUESTS = 48   # ~30 idle gaps at the light level (3 runs of 96 gave 136-160)
-
-
-def _with_after_idle(profile: Profile, spec: SpecConfig, ids: list[list[int]], trace: Path, args
-                     ) -> tuple[Profile, dict]:
-    """``profile`` with the extra round shares after an idle gap (``executor.after_idle``) fitted on one load-mode
-    run of ``spec`` over ``trace`` (calibration/fit_idle.py), and the fit's info."""
-    import dataclasses
-
-    from saguaro_exec import RunConfig, run
-
-    rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=args.tokens * IDLE_LONGER,
-                        arrivals={"trace": str(trace)}, profile=profile, ssd_protocol=args.protocol,
-                        threads=args.threads, seed=args.seed))
-    excess, info = after_idle([rep.measurements.rounds])
-    ex = profile.executor if profile.executor is not None else ExecutorCosts()
-    return dataclasses.replace(profile, executor=ex.with_after_idle(excess)), {"after_idle": excess, **info}
-
-
-def _beside(spec: SpecConfig, profile: Profile, ids: list[list[int]], args) -> float | None:
-    """The machine's speed now for this mode against ``profile``: a fixed-batch run of ``spec`` (2 x batch of the
-    benchmark's prompts, refilled as rows finish; ~0.1-0.3 s), its rounds measured / charged by the load
-    simulator's cost model (``run_phases``), the number the round-speed diagnostic reads off a load run."""
-    from saguaro_exec import RunConfig, run
-
-    rep = run(RunConfig(spec=spec, prompts=ids[: 2 * args.batch], max_new_tokens=args.tokens, profile=profile,
-                        ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
-    return run_phases(rep.measurements.rounds, profile, spec, float(np.mean([len(p) for p in ids])),
-                      spec.backup == "fast")["round_measured_over_charged"]
-
-
 def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Path, tokens: int, args,
              probe) -> dict:
     """One real load-mode run; its metrics, whether every request made the stream's output tokens, its
     phases against the simulator's charges, and the drift measurement around it (``probe(spec, profile)``:
     the mean of before and after)."""
-    from saguaro_exec import RunConfig, run
-
     before = probe(spec, profile)
-    rep = run(RunConfig(spec=spec, prompts=ids, max_new_tokens=tokens, arrivals={"trace": str(trace)},
-                        profile=profile, ssd_protocol=args.protocol, threads=args.threads, seed=args.seed))
+    rep = run_once(spec, profile, ids, tokens, args, trace)
     after = probe(spec, profile)
     tr = load_trace(trace)
     return {"tpot_p50_s": rep.tpot_s["p50"], "tpot_p99_s": rep.tpot_s["p99"], "throughput": rep.throughput,
@@ -212,33 +170,6 @@ def _measure(spec: SpecConfig, profile: Profile, ids: list[list[int]], trace: Pa
             "full_outputs": all(len(t) == o for t, o in zip(rep.token_ids, tr.output_tokens)), "wall_s": rep.wall_s,
             "phases": run_phases(rep.measurements.rounds, profile, spec, float(np.mean(tr.prompt_tokens)),
                                  spec.backup == "fast")}
-
-
-def _plot(path: Path, rows: list[dict], modes: list[str]) -> Path:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from saguaro_sim.load.plots import COLORS
-
-    fig = Figure(figsize=(7.0, 4.2), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for m in modes:
-        mine = sorted((r for r in rows if r["mode"] == m), key=lambda r: r["qps"])
-        for side, style in (("predicted", "--"), ("measured", "-")):
-            pts = [(r["qps"], r["tpot_p99_s"][side] * 1e3) for r in mine
-                   if r["tpot_p99_s"][side] is not None and math.isfinite(r["tpot_p99_s"][side])]
-            if pts:
-                ax.plot(*zip(*pts), style, marker="o" if side == "measured" else None, color=COLORS.get(m),
-                        label=f"{m.upper()} {side}")
-    ax.set_xlabel("offered load (requests/s)")
-    ax.set_ylabel("p99 time per output token (ms)")
-    ax.set_title("Tiny pair under load: simulator (dashed) vs executor (solid)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -304,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             probe = lambda spec, prof: bare()  # noqa: E731
             mark = lambda: reference.append(bare())  # noqa: E731
         else:
-            probe = lambda spec, prof: _beside(spec, prof, ids, args)  # noqa: E731
+            probe = lambda spec, prof: beside_speed(spec, prof, ids, args)  # noqa: E731
             mark = lambda: None  # noqa: E731
         mark()
         lens = [len(p) for p in ids]
@@ -331,15 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.after_idle == "fit":   # a light-load run of every mode on its own trace (another seed): the cold rounds
             # requests IDLE_LONGER x as long (at 1 / IDLE_LONGER the rate: the same load), so that SD and SSD
             # requests, ~3 tokens a round, reach the steady rounds the fit reads the excess against
-            n_cal = max(IDLE_MIN_REQUESTS, args.requests // IDLE_LONGER)
-            cal = write_trace(_stream(levels["light"] / IDLE_LONGER, n_cal, lens, args.tokens * IDLE_LONGER,
-                                      args.seed + IDLE_SEED),
-                              Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_load-idle-{os.getpid()}.jsonl")
-            try:
-                for m in args.modes:
-                    profiles[m], idle_fits[m] = _with_after_idle(profiles[m], specs[m], ids, cal, args)
-            finally:
-                cal.unlink(missing_ok=True)
+            cal = _stream(levels["light"] / IDLE_LONGER, max(IDLE_MIN_REQUESTS, args.requests // IDLE_LONGER), lens,
+                          args.tokens * IDLE_LONGER, args.seed + IDLE_SEED)
+            profiles, idle_fits = fit_after_idle(profiles, specs, ids, cal, args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -363,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for m, lvl in configs:
         med, spread = summarize(samples[(m, lvl)])
-        f = _cell_drift([s["drift_sample"] for s in samples[(m, lvl)]], reference, args.drift)
+        f = cell_drift([s["drift_sample"] for s in samples[(m, lvl)]], reference, args.drift)
         adjusted = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), f, args)
         g = _round_speed(samples[(m, lvl)])
         by_rounds = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), g, args)
@@ -389,93 +314,15 @@ def main(argv: list[str] | None = None) -> int:
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
               "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),
               "wall_s": time.perf_counter() - t0, "traces": {k: str(v) for k, v in traces.items()}}
-    _print(result)
+    print_result(result)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        result["figure"] = str(_plot(args.out.with_suffix(".png"), rows, args.modes))
+        result["figure"] = str(plot(args.out.with_suffix(".png"), rows, args.modes))
         dump_json(args.out, result)
         print(f"wrote {args.out} and {result['figure']}")
     return 0
 
 
-def _pct(x: float | None) -> str:
-    return "   -  " if x is None else f"{100 * x:+6.1f}%"
-
-
-def _share(x: float | None) -> str:
-    """An unsigned share (a spread, an error beyond noise) as a percentage."""
-    return "   -  " if x is None else f"{100 * x:6.1f}%"
-
-
-def _count(c: dict | None) -> str:
-    return "-" if c is None else f"{c['met']}/{c['of']}"
-
-
-def _print_noise(r: dict) -> None:
-    """Per (mode, load): the repeats' spread, the error beyond their range, the speed drift and the drift-adjusted
-    errors; then the targets met, plainly and beyond noise."""
-    keys = ("tpot_p50_s", "tpot_p99_s", "throughput")
-    print("noise (spread: (max - min) / median of the repeats; beyond: the prediction's distance to the repeats' "
-          f"range / median; drift ({r['drift']['method']}): {r['drift']['what']}; adj: prediction re-simulated "
-          "at that speed; rspd: the cell's rounds measured / charged, median over repeats):")
-    print(f"{'mode':4} {'load':10} | {'spread p50 p99 tok/s':>24} | {'beyond p50 p99 tok/s':>24} | {'drift':>5} | "
-          f"{'adj err p50 p99 tok/s':>24} | {'adj beyond p50 p99 tok/s':>24} | {'rspd':>4} | "
-          f"{'round-adj err p50 p99 tok/s':>27}")
-    for row in r["rows"]:
-        adj = [row[k].get("drift_adjusted") or {} for k in keys]
-        radj = [row[k].get("round_adjusted") or {} for k in keys]
-        speed = row.get("round_speed")
-        print(f"{row['mode']:4} {row['level']:10} | " + " ".join(_share(row[k]["spread"]) for k in keys) + " | " +
-              " ".join(_share(row[k]["beyond_noise"]) for k in keys) + " | " +
-              ("  -  " if row["drift"] is None else f"{row['drift']:5.2f}") + " | " +
-              " ".join(_pct(a.get("rel_error")) for a in adj) + " | " +
-              " ".join(_share(a.get("beyond_noise")) for a in adj) + " | " +
-              (" -  " if speed is None else f"{speed:4.2f}") + " | " +
-              " ".join(_pct(a.get("rel_error")) for a in radj))
-    nf, t = r["noise_floor"], r["targets_met"]
-    print("noise floor (median / worst spread): " + ", ".join(
-        f"{k} {_share(nf[k]['median_spread']).strip()} / {_share(nf[k]['max_spread']).strip()}" for k in keys))
-    print(f"targets met (p50 TPOT {TARGETS['tpot_p50_s']:.0%}, p99 TPOT {TARGETS['tpot_p99_s']:.0%}, throughput "
-          f"{TARGETS['throughput']:.0%}): plainly {_count(t.get('plain'))}, beyond noise "
-          f"{_count(t.get('plain_beyond_noise'))}; drift-adjusted {_count(t.get('drift_adjusted'))}, beyond noise "
-          f"{_count(t.get('drift_adjusted_beyond_noise'))}; at the rounds' own speed (rspd: a diagnostic of the "
-          f"load model, not a prediction) {_count(t.get('round_adjusted'))}")
-
-
-def _print(r: dict) -> None:
-    print("capacity (simulated, req/s): " + ", ".join(f"{m} {c:.2f}" for m, c in r["capacity_qps"].items()))
-    print("levels (req/s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["levels_qps"].items()))
-    print(f"{'mode':4} {'load':10} {'qps':>6} | {'p50 TPOT ms pred/meas':>22} {'err':>7} | "
-          f"{'p99 TPOT ms pred/meas':>22} {'err':>7} | {'tok/s pred/meas':>16} {'err':>7}")
-    for row in r["rows"]:
-        cells = []
-        for m, scale in (("tpot_p50_s", 1e3), ("tpot_p99_s", 1e3), ("throughput", 1.0)):
-            c = row[m]
-            p, q = (f"{v * scale:.2f}" if v is not None else "-" for v in (c["predicted"], c["measured"]))
-            cells.append(f"{p + ' / ' + q:>{22 if m != 'throughput' else 16}} {_pct(c['rel_error'])}")
-        print(f"{row['mode']:4} {row['level']:10} {row['qps']:6.2f} | " + " | ".join(cells))
-    _print_noise(r)
-    print("phases (first repeat; measured / charged on the simulator's cost model at the executor's widths; fixed: "
-          "the fixed-batch run's rounds so; gap: the time between rounds / its loop charge):")
-    print(f"{'mode':4} {'load':10} | {'rounds pred/meas':>16} | {'rows charged pred / forwarded meas':>36} | "
-          f"{'tok/row-round':>13} | {'round':>5} {'fixed':>5} {'prefill':>7} {'gaps':>5} {'gap':>5}")
-    for row in r["rows"]:
-        p, m, f = row["phases"]["predicted"], row["phases"]["measured"], row["phases"]["fixed_batch"] or {}
-        wp = ",".join(f"{w}:{n}" for w, n in p["rounds_by_width"].items())
-        wm = ",".join(f"{w}:{n}" for w, n in m["rounds_by_width"].items())
-        ratio = lambda x: "  -  " if x is None else f"{x:5.2f}"  # noqa: E731
-        print(f"{row['mode']:4} {row['level']:10} | {p['rounds']:>7} / {m['rounds']:<6} | {wp + ' / ' + wm:>36} | "
-              f"{p['tokens_per_row_round']:5.2f} / {m['tokens_per_row_round']:<5.2f} | "
-              f"{ratio(m['round_measured_over_charged'])} {ratio(f.get('round_measured_over_charged'))} "
-              f"{ratio(m['prefill_measured_over_charged']):>7} {ratio(m['gap_share']):>5} "
-              f"{ratio(m.get('gap_measured_over_charged'))}")
-    c = r["crossover"]
-    if c:
-        fmt = lambda q: "none in range" if q is None else f"{q:.2f} req/s"  # noqa: E731
-        print(f"SD vs SSD (p99 TPOT): crossover predicted {fmt(c['predicted_qps'])}, measured "
-              f"{fmt(c['measured_qps'])}; winners per level agree {c['levels_agreeing']} (same side: {c['same_side']})")
-    print(f"load average {r['load_average_start'][0]:.2f} -> {r['load_average_end'][0]:.2f}, steal "
-          f"{_pct(r['steal_share'])}, {r['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

@@ -118,8 +118,8 @@ class Replica:
             self._drift0 = int(np.random.default_rng([seed, DRIFT_STREAM]).integers(len(self._drift)))
             self._dcum = np.concatenate([[0.0], np.cumsum(DRIFT_DT_S / self._drift)])
             self._dcum_list, self._drift_list = self._dcum.tolist(), self._drift.tolist()   # scalar reads
-        self._cold = np.asarray(ex.after_idle, dtype=float) if ex is not None and ex.after_idle else None
-        self._since_idle = len(self._cold) if self._cold is not None else 0   # decode rounds since the last gap
+        self._cold = np.asarray(ex.after_idle if ex is not None else (), dtype=float)   # extra shares after idle
+        self._since_idle = len(self._cold)                  # decode rounds since the last idle gap (none yet)
 
     @property
     def rounds(self) -> int:
@@ -169,7 +169,7 @@ class Replica:
                 self._wake = env.event()
                 idle_from = env.now
                 yield self._wake
-                if self._cold is not None and env.now - idle_from >= IDLE_GAP_S:
+                if env.now - idle_from >= IDLE_GAP_S:
                     self._since_idle = 0
             else:
                 return
@@ -318,9 +318,9 @@ class Replica:
             times = np.maximum(cost.base_s + cost.miss_s * missed, cost.floor_s)
         else:
             missed, times = None, np.full(rounds, cost.base_s)
-        if self._since_idle < (0 if self._cold is None else len(self._cold)):   # the rounds after an idle gap
+        if self._since_idle < len(self._cold):              # the rounds after an idle gap
             cold = self._cold[self._since_idle:self._since_idle + rounds]
-            times = np.array(times, dtype=float)
+            times = times.copy()                            # (np.pad here cost ~25 us a gap)
             times[:len(cold)] *= 1.0 + cold
         if self._drift is not None:
             times = times * self._speed(env.now, np.cumsum(times) - times)

@@ -188,7 +188,7 @@ def test_bench_load_probe_drift_keeps_the_older_speed_probe(tmp_path):
 
 
 def test_cell_drift_is_the_median_beside_run_or_the_probe_ratio():
-    mod = _bench_load()
-    assert mod._cell_drift([1.2, 0.9, 1.1, None], [], "beside") == pytest.approx(1.1)
-    assert mod._cell_drift([None], [], "beside") is None
-    assert mod._cell_drift([2e-3, 2e-3], [1e-3, 1e-3], "probe") == pytest.approx(2.0)
+    from bench.load_calibrate import cell_drift
+    assert cell_drift([1.2, 0.9, 1.1, None], [], "beside") == pytest.approx(1.1)
+    assert cell_drift([None], [], "beside") is None
+    assert cell_drift([2e-3, 2e-3], [1e-3, 1e-3], "probe") == pytest.approx(2.0)
