@@ -33,6 +33,14 @@ def test_headline_and_targets_are_medians(tmp_path, capsys):
     targets = json.loads(out.read_text())["targets"]
     assert targets["ssd_vs_sd"] == pytest.approx(rows["ssd"]["vs_sd"])
     assert targets["ssd_vs_sd_paired"] == pytest.approx(rows["ssd"]["vs_sd_paired"])
+    # the bound free drafting allows (SSD's own tokens over its verify time) against the best SD, and SSD's
+    # verification beside its draft against SD's at the same K (both at the default K here)
+    assert targets["ssd_ceiling_vs_sd"] == pytest.approx(rows["ssd"]["ceiling_tokens_per_s"] / rows["sd"]["tokens_per_s"])
+    assert rows["ssd"]["k"] == rows["sd"]["k"]
+    assert rows["ssd"]["verify_vs_sd_same_k"] == pytest.approx(rows["ssd"]["phase_ms"]["verify"]
+                                                              / rows["sd"]["phase_ms"]["verify"])
+    assert targets["ssd_verify_vs_sd_same_k"] == rows["ssd"]["verify_vs_sd_same_k"]
+    assert rows["sd"]["verify_vs_sd_same_k"] is None
     assert "targets (batch 1, T=0, medians;" in capsys.readouterr().out
 
 
