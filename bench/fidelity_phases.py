@@ -43,7 +43,16 @@ def _charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, 
     """{phase: (microbenchmark s, executor overhead s)} the simulator charges for this round (a forward never
     below 0 s, as saguaro_sim.costs clamps it: the overhead is cut to -micro there)."""
     raw = _raw_charges(c, run, row, width)
-    return {ph: (mi, max(ov, -mi)) for ph, (mi, ov) in raw.items()}
+    out = {ph: (mi, max(ov, -mi)) for ph, (mi, ov) in raw.items()}
+    s = c.profile.beside_slowdown
+    if run.mode == "ssd" and run.overlap and s > 1.0:     # verification and build slowed where they overlap
+        build = [ph for ph in ("glue", "fork", "tree") if ph in out]
+        v, t = sum(out["verify"]), sum(sum(out[ph]) for ph in build)
+        extra = (s - 1.0) * min(v, t)
+        out["verify"] = (out["verify"][0], out["verify"][1] + extra)
+        for ph in build:                                    # the build's share, phase by phase
+            out[ph] = (out[ph][0], out[ph][1] + extra * sum(out[ph]) / t if t > 0 else out[ph][1])
+    return out
 
 
 def _raw_charges(c: RoundCosts, run: RunRounds, row: dict, width: int) -> dict[str, tuple[float, float]]:

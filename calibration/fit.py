@@ -75,7 +75,7 @@ def run_of(m: Measurements, where: str = "measurements") -> RunRounds | None:
                      top_n=int(top_n) if top_n else None, protocol=str(m.meta.get("ssd_protocol") or "reply"),
                      fanout=tuple(fan) if fan else None,
                      fanout_miss=tuple(m.meta["fanout_miss"]) if m.meta.get("fanout_miss") else None,
-                     load=bool(m.meta.get("load_mode")))
+                     load=bool(m.meta.get("load_mode")), overlap=m.meta.get("transport") != "inline")
 
 
 def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
@@ -92,6 +92,17 @@ def fit_link(rows: list[dict]) -> tuple[float, float, dict]:
     pred = icpt + slope * b
     info = {"n": len(rows), "form": "latency+bandwidth", "mape": float(np.mean(np.abs(pred - rt) / rt))}
     return float(icpt / 2), float(2.0 / slope) if slope > 1e-15 else 0.0, info
+
+
+def beside_of(metas: list[dict], base: Profile | None) -> tuple[float, dict]:
+    """Profile.beside_slowdown: the median of the microbenchmarks' beside measurements
+    (saguaro_exec/measure/beside.py, meta["beside"]), else the base profile's, else 1 (no interference)."""
+    got = [m["beside"] for m in metas if isinstance(m.get("beside"), dict)]
+    if got:
+        return float(np.median([g["slowdown"] for g in got])), {"from": "microbenchmark", "measured": got}
+    if base is not None:
+        return base.beside_slowdown, {"from": f"base profile {base.name}"}
+    return 1.0, {"from": "default: no beside measurement"}
 
 
 def _fast_backup_s(runs: list[RunRounds]) -> float | None:
@@ -201,6 +212,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     if links:
         link_s, bps, prov["link_fit"] = fit_link(links)
     runs = [r for i, m in enumerate(measurements) if (r := run_of(m, f"measurements[{i}]")) is not None]
+    beside, prov["beside"] = beside_of(metas, base)
     spec_runs = prefer_mode([r for r in runs if r.mode != "ar"], mode)
     if spec_runs:
         acceptance, prov["acceptance_fit"] = fit_acceptance(spec_runs)
@@ -221,7 +233,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
                                  "used": sorted({f"{r.mode}@T={r.temperature}" for r in mine}),
                                  "kinds_they_lack_from": sorted({f"{r.mode}@T={r.temperature}" for r in runs
                                                                  if r not in mine})}
-        costs, prov["executor_fit"] = fit_executor_costs(models["target"], models["draft"], runs, mode)
+        costs, prov["executor_fit"] = fit_executor_costs(models["target"], models["draft"], runs, mode, beside)
         ssd_like = runs_like(runs, "ssd", temperature)
         push = [r for r in ssd_like if r.protocol == "push"]
         # the draft's own round is a plane in width and q rows, not in the temperature: every push run of the
@@ -260,4 +272,4 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
                    acceptance=acceptance, hits=hits, link_bytes_per_s=bps, fast_backup_s=min(fast, 10.0),
                    vocab_size=int(vocab), provenance=prov, fast_backup_acceptance=fast_acc,
                    verifier_gap_s=min(gap, 10.0), executor=costs if costs is not None else
-                   (base.executor if base is not None else None))
+                   (base.executor if base is not None else None), beside_slowdown=beside)

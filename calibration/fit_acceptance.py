@@ -30,6 +30,7 @@ class RunRounds:
     load: bool = False         # a load-mode run (requests on the wall clock): its idle gaps fit after_idle
     fanout: tuple[int, ...] | None = None        # the schedules the run used (meta fanout / fanout_miss)
     fanout_miss: tuple[int, ...] | None = None
+    overlap: bool = True       # SSD: the draft built beside the verification (a draft process; not inline)
 
 
 def _seq_values(row: dict, key: str, n: int, default: object) -> list:

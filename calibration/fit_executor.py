@@ -66,9 +66,22 @@ def tree_width(run: RunRounds, row: dict) -> int:
     return max(1, max(miss if f else prim for f in fb))
 
 
-def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, int, float, float, int]]]:
+def unshared(verify_s: float, build_s: float, beside: float) -> tuple[float, float]:
+    """(verification, build) seconds at full speed from an SSD round's measured ones, when the two ran beside
+    each other ``beside``-fold slower while both computed (Profile.beside_slowdown): starting together, they
+    overlap for the shorter one's wall time, in which each did 1/beside of it; the rest ran at full speed."""
+    if beside <= 1.0 or verify_s <= 0 or build_s <= 0:
+        return verify_s, build_s
+    extra = (beside - 1.0) * min(verify_s, build_s) / beside
+    return verify_s - extra, build_s - extra
+
+
+def kind_rows(runs: list[RunRounds], beside: float = 1.0
+              ) -> dict[tuple[str, str], list[tuple[int, int, float, float, int]]]:
     """{(regime, kind): [(width, new_tokens, context, seconds, steps)]} from steady rounds (regime "sampled_c":
-    the SIGMA_KINDS of runs at T > 0 with C < 1; steps: the K of a LOOP_KINDS forward's loop, else 0)."""
+    the SIGMA_KINDS of runs at T > 0 with C < 1; steps: the K of a LOOP_KINDS forward's loop, else 0). SSD
+    rounds whose draft built beside the verification (``run.overlap``) are taken at full speed (``unshared``
+    at ``beside``): the simulator slows them again where they overlap, so the fit must not count it twice."""
     out: dict[tuple[str, str], list] = {}
     sigma = False
 
@@ -82,20 +95,25 @@ def kind_rows(runs: list[RunRounds]) -> dict[tuple[str, str], list[tuple[int, in
         sigma = run.temperature > 0 and run.sampler_c < 1
         for row in steady_rounds(run):
             b, c = width(row), _ctx(row)
+            fv = fb = 1.0                         # full-speed shares of the measured verification and build
+            if run.mode == "ssd" and run.overlap and beside > 1.0:
+                wall_v, wall_b = _g(row, "verify_s"), sum(_g(row, f"{p}_s") for p in ("glue", "fork", "tree"))
+                v, bld = unshared(wall_v, wall_b, beside)
+                fv, fb = (v / wall_v if wall_v > 0 else 1.0), (bld / wall_b if wall_b > 0 else 1.0)
             if _g(row, "verify_s") > 0:
                 add(regime, "ar_step" if run.mode == "ar" else "verify", b, 1 if run.mode == "ar" else k + 1, c,
-                    _g(row, "verify_s"))
+                    _g(row, "verify_s") * fv)
             span = _g(row, "t1") - _g(row, "t0")
             if run.mode == "sd" and span > _g(row, "verify_s") > 0:
                 add(regime, "draft_step", b, 1, c, (span - _g(row, "verify_s")) / k)
             if run.mode != "ssd":
                 continue
             if _g(row, "glue_s") > 0:
-                add(regime, "glue", b, k + 1, c, _g(row, "glue_s"))
+                add(regime, "glue", b, k + 1, c, _g(row, "glue_s") * fb)
             if _g(row, "fork_s") > 0:
-                add(regime, "fork", b, k + 1, c, _g(row, "fork_s"))
+                add(regime, "fork", b, k + 1, c, _g(row, "fork_s") * fb)
             if _g(row, "tree_s") > 0:
-                add(regime, "tree_step", b, tree_width(run, row), c, _g(row, "tree_s") / k)
+                add(regime, "tree_step", b, tree_width(run, row), c, _g(row, "tree_s") * fb / k)
             if _g(row, "backup_s") > 0 and run.backup == "neural":
                 add(regime, "backup_step", b, 1, c, _g(row, "backup_s") / k)
     return out
@@ -152,12 +170,13 @@ def _shape_name(b: int, n: int, k: int) -> str:
 
 
 def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds],
-                       mode: str | None = None) -> tuple[ExecutorCosts, dict]:
-    """Per-kind, per-regime overhead lines; each kind from `mode`'s runs when they have it, else from all.
+                       mode: str | None = None, beside: float = 1.0) -> tuple[ExecutorCosts, dict]:
+    """Per-kind, per-regime overhead lines; each kind from `mode`'s runs when they have it, else from all
+    (SSD's overlapped verification and build taken at full speed: ``kind_rows`` at ``beside``).
     A kind seen only greedy gets a sampled line = greedy + the mean sampled-minus-greedy difference of the
     same side's kinds seen in both (SD at T > 0 pays the sampling the SSD runs measured)."""
-    all_rows = kind_rows(runs)
-    mine = kind_rows([r for r in runs if r.mode == mode]) if mode else {}
+    all_rows = kind_rows(runs, beside)
+    mine = kind_rows([r for r in runs if r.mode == mode], beside) if mode else {}
     for key in [k for k in all_rows if k[0] == "sampled_c" and ("sampled", k[1]) not in all_rows]:
         all_rows[("sampled", key[1])] = all_rows.pop(key)   # no C = 1 rows at T > 0: C < 1 is the sampled line
         if key in mine:

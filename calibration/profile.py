@@ -30,6 +30,9 @@ class Profile:
     shared_slowdown: how many times slower each of draft and target runs while both run at once on one
     device (SSD placement "shared", sharing "concurrent": MPS or streams); 1 = perfect overlap, 2 = no gain
     over time-slicing. The default SHARED_SLOWDOWN is stated, not measured (bench/gpu_check.sh measures it).
+    beside_slowdown: the same for SSD placement "separate" when the draft's device shares a host with the
+    target's (CPU cores: vector units, caches, a frequency budget): how many times slower verification and cache
+    build each run while both compute (saguaro_exec/measure/beside.py; 1 = no interference, separate GPUs).
     """
 
     name: str
@@ -46,6 +49,7 @@ class Profile:
     fast_backup_acceptance: AcceptanceModel | None = None
     executor: ExecutorCosts | None = None   # executor overheads per kind of forward (None: microbenchmarks only)
     shared_slowdown: float = SHARED_SLOWDOWN
+    beside_slowdown: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -68,6 +72,7 @@ class Profile:
         check_number("profile.verifier_gap_s", self.verifier_gap_s, 0.0, 10.0)
         check_number("profile.vocab_size", self.vocab_size, 1, 10_000_000, integer=True)
         check_number("profile.shared_slowdown", self.shared_slowdown, 1.0, 10.0)
+        check_number("profile.beside_slowdown", self.beside_slowdown, 1.0, 10.0)
         for who in ("target", "draft"):
             _check_latency(f"profile.{who}", getattr(self, who))
         _check_placement(self.provenance.get("placement", {}) if isinstance(self.provenance, dict) else {})
@@ -96,6 +101,8 @@ class Profile:
             d["executor"] = self.executor.to_dict()
         if self.shared_slowdown != SHARED_SLOWDOWN:   # written only when set (older profiles have none)
             d["shared_slowdown"] = self.shared_slowdown
+        if self.beside_slowdown != 1.0:
+            d["beside_slowdown"] = self.beside_slowdown
         return d
 
     @classmethod
@@ -108,7 +115,7 @@ class Profile:
         known = {"schema_version", "name", "target", "draft", "link_s", "link_bytes_per_s", "fast_backup_s",
                  "verifier_gap_s",
                  "vocab_size", "acceptance", "hits", "provenance", "fast_backup_acceptance", "executor",
-                 "shared_slowdown"}
+                 "shared_slowdown", "beside_slowdown"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"profile.{unknown[0]}", "unknown key", ", ".join(sorted(known)))
@@ -123,7 +130,8 @@ class Profile:
                    vocab_size=d.get("vocab_size", 128256), provenance=dict(d.get("provenance", {})),
                    fast_backup_acceptance=_optional_acceptance(d.get("fast_backup_acceptance")),
                    executor=ExecutorCosts.from_dict(d.get("executor")),
-                   shared_slowdown=d.get("shared_slowdown", SHARED_SLOWDOWN))
+                   shared_slowdown=d.get("shared_slowdown", SHARED_SLOWDOWN),
+                   beside_slowdown=d.get("beside_slowdown", 1.0))
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically (temp file + rename)."""

@@ -116,8 +116,12 @@ def resolve(spec: SpecConfig, profile: Profile, batch_size: int | None = None,
 
 def placement_of(spec: SpecConfig, profile: Profile) -> tuple[str, str, float]:
     """(placement, sharing, slowdown) of SSD's draft: separate devices, or the target's one device shared
-    time-sliced or concurrently (each slowed by profile.shared_slowdown while both run)."""
+    time-sliced or concurrently (each slowed by profile.shared_slowdown while both run). Separate devices of
+    one host that slow each other (profile.beside_slowdown > 1: CPU cores) overlap as "concurrent" sharing at
+    that slowdown, with one draft device (the model holds two competing forwards)."""
     if spec.placement == "separate":
+        if profile.beside_slowdown > 1.0 and spec.draft_devices == 1:
+            return "separate", "concurrent", profile.beside_slowdown
         return "separate", "none", 1.0
     return "shared", spec.sharing, profile.shared_slowdown if spec.sharing == "concurrent" else 1.0
 

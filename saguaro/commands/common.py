@@ -79,11 +79,13 @@ def add_profile_arg(p: argparse.ArgumentParser) -> None:
 
 
 def profile_from_args(args: argparse.Namespace) -> Profile:
-    """The --profile, with --acceptance-length and --shared-slowdown applied when given; errors name the flag."""
+    """The --profile, with --acceptance-length, --shared-slowdown and --beside-slowdown applied when given; errors
+    name the flag."""
     profile = load_profile(args.profile)
-    if getattr(args, "shared_slowdown", None) is not None:
-        with flag_errors({"profile.shared_slowdown": "--shared-slowdown"}):
-            profile = profile.with_(shared_slowdown=args.shared_slowdown)
+    for flag, field in (("--shared-slowdown", "shared_slowdown"), ("--beside-slowdown", "beside_slowdown")):
+        if getattr(args, field, None) is not None:
+            with flag_errors({f"profile.{field}": flag}):
+                profile = profile.with_(**{field: getattr(args, field)})
     text = getattr(args, "acceptance_length", None)
     if text is None:
         return profile
@@ -235,6 +237,10 @@ def add_placement_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--shared-slowdown", type=number(), metavar="S",
                    help="concurrent sharing: each of draft and target S times slower while both run, 1 <= S <= 10 "
                         "(default: the profile's shared_slowdown, 1.5 unless measured)")
+    g.add_argument("--beside-slowdown", type=number(), metavar="S",
+                   help="separate placement on one host (CPU cores): verification and cache build each S times slower "
+                        "while both compute, 1 <= S <= 10 (default: the profile's beside_slowdown, measured by "
+                        "`saguaro profile`; 1 = no interference)")
 
 
 def spec_overrides(args: argparse.Namespace) -> dict:

@@ -33,6 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="torch CPU threads while timing (default 1, as saguaro autotune runs every process)")
     g.add_argument("--quick", action="store_true", help="a reduced grid (seconds; for smoke tests)")
     p.add_argument("--no-link", action="store_true", help="skip the two-process message round-trip benchmark")
+    p.add_argument("--no-beside", action="store_true",
+                   help="skip timing the target beside a busy draft process (CPU; the profile's beside_slowdown)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -63,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
         meas = profile_pair(target, draft, device=args.device, ks=ks, budgets=budgets, batches=batches,
                             contexts=contexts, draft_devices=args.draft_devices, warmup=args.warmup,
                             repeats=args.repeats, link=not args.no_link, quick=args.quick,
-                            progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads)
+                            progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads,
+                            beside=False if args.no_beside else None)
         meas.to_json(tmp)
     rows = []
     for who in ("target", "draft"):
@@ -75,5 +78,8 @@ def main(args: argparse.Namespace) -> int:
     print(table(rows, ["model", "shapes", "smallest ms", "largest ms", "largest shape"]))
     for r in meas.link:
         print(f"link round trip {r['bytes']:>8d} B: {r['round_trip_s'] * 1e6:8.1f} us")
+    if b := meas.meta.get("beside"):
+        print(f"target beside a busy draft process: x{b['raw']:.3f} per forward (median of {b['cycles']} window "
+              f"pairs, quartiles {b['q1']:.3f}-{b['q3']:.3f}; {b['target_tokens']} vs {b['draft_tokens']} tokens)")
     print(f"wrote {args.out}")
     return 0

@@ -170,8 +170,11 @@ def profile_pair(target: Transformer | str | os.PathLike, draft: Transformer | s
                  device: str = "cpu", ks: tuple[int, ...] = (2, 4, 6, 8), budgets: tuple[int, ...] = (8, 16, 32, 64),
                  batches: tuple[int, ...] = (1, 2, 4), contexts: tuple[int, ...] = (64, 256, 640),
                  draft_devices: int = 1, warmup: int = 2, repeats: int = 5, link: bool = True,
-                 quick: bool = False, progress: bool = False, threads: int | None = None) -> Measurements:
-    """Profile both models (and the link) on this machine: the Measurements that `saguaro profile` writes."""
+                 quick: bool = False, progress: bool = False, threads: int | None = None,
+                 beside: bool | None = None) -> Measurements:
+    """Profile both models (and the link) on this machine: the Measurements that `saguaro profile` writes.
+    ``beside`` (default: on the CPU, from checkpoint paths, unless ``quick``): also how much the draft computing
+    on another core slows the target's forward (measure/beside.py), in meta["beside"]."""
     rows = []
     names = {}
     for who, m in (("target", target), ("draft", draft)):
@@ -187,6 +190,14 @@ def profile_pair(target: Transformer | str | os.PathLike, draft: Transformer | s
             "threads": threads or torch.get_num_threads(), "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "grid": {"ks": list(ks), "budgets": list(budgets), "batches": list(batches), "contexts": list(contexts),
                      "quick": quick}}
+    if beside is None:
+        beside = device == "cpu" and not quick and not any(isinstance(m, Transformer) for m in (target, draft))
+    if beside:
+        from saguaro_exec.measure.beside import beside_slowdown
+
+        mid = lambda v, d: sorted(v)[len(v) // 2] if v else d     # noqa: E731  the grid's middle shape
+        meta["beside"] = beside_slowdown(target, draft, target_tokens=mid(ks, 4) + 1, draft_tokens=mid(budgets, 16),
+                                         context=mid(contexts, 128))
     return Measurements(meta=meta, latency=rows, link=links)
 
 

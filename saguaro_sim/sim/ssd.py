@@ -54,7 +54,7 @@ class SSDEngine(Engine):
         self._draws: list[int] = []      # round r's (verify, build) pair: index draws[r] into the jitter table
         self._v_round = self._b_round = 0
         rs = self.costs.resolved
-        self.device = SharedDevice(env, rs.sharing, rs.slowdown) if rs.placement == "shared" else None
+        self.device = SharedDevice(env, rs.sharing, rs.slowdown) if rs.sharing != "none" else None
 
     def start(self) -> None:
         self.env.process(self._verifier())
