@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep07_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,14 +28,15 @@ quiet() {
   echo "$(date -u +%FT%TZ) $1 load $(cut -d' ' -f1-3 /proc/loadavg) steal $(awk -v a=$((st-s1)) -v b=$((t2-t1)) 'BEGIN{printf "%.2f%%", 100*a/b}')" | tee -a "$OUT/load.log"
 }
 DEEP=saguaro_exec/assets/tiny/target-deep
-# The optimizer's own SSD choice at temperature $1 (autotune on the deep pair: fresh profile, simulated best SSD),
-# measured beside AR and SD at K 3-6 (the lean draft step moved its best K to 5-6), medians of 5 interleaved
-# repeats; $2 names the outputs.
+# The optimizer's own SSD choice at temperature $1 and batch $3 (default 1) (autotune on the deep pair: fresh
+# profile, simulated best SSD), measured beside AR and SD at K 3-6 (the lean draft step moved its best K to 5-6),
+# medians of $R interleaved repeats; $2 names the outputs.
 opt_step() {
-  $PY -m saguaro autotune --target $DEEP --temperature "$1" --out "$OUT/autotune_T$1" > "$OUT/autotune_T$1.txt" 2>&1
-  read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$OUT/autotune_T$1/autotune.json")
-  echo "optimizer's SSD choice at T=$1: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
-  $PY bench/bench_exec.py --target $DEEP --batches 1 --temps "$1" --repeats $R \
+  local b=${3:-1} at="$OUT/autotune_T$1${3:+_b$3}"
+  $PY -m saguaro autotune --target $DEEP --temperature "$1" --batch-size "$b" --out "$at" > "$at.txt" 2>&1
+  read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$at/autotune.json")
+  echo "optimizer's SSD choice at T=$1 b=$b: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
+  $PY bench/bench_exec.py --target $DEEP --batches "$b" --temps "$1" --repeats $R \
     --modes ar,sd@3,sd@4,sd@5,sd@6,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
 }
 for s in "${steps[@]}"; do
@@ -45,6 +46,7 @@ for s in "${steps[@]}"; do
                  --modes ar,sd@2,sd@3,sd@4,ssd,ssd@4 --out "$OUT/bench_exec_deep.json" > "$OUT/bench_exec_deep.txt" 2>&1 ;;
     exec_deep_opt)   opt_step 0 bench_exec_deep_optimizer ;;
     exec_deep07_opt) opt_step 0.7 bench_exec_deep07_optimizer ;;
+    exec_deep4_opt)  opt_step 0 bench_exec_deep4_optimizer 4 ;;
     exec_deep07_wide) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats $R \
                  --modes ar,sd@4,sd@5,ssd@4,ssd@5 --budget 32 --backup neural \
                  --out "$OUT/bench_exec_deep07_wide.json" > "$OUT/bench_exec_deep07_wide.txt" 2>&1 ;;
