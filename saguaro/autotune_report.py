@@ -124,6 +124,11 @@ def profile_rows(profile) -> list[list]:
     elif "link_fit" in prov:
         rows.append(["link", f"{profile.link_s * 1e6:.1f} us one way", prov["link_fit"]["n"],
                      prov["link_fit"].get("mape")])
+    if prov.get("beside", {}).get("from") == "microbenchmark":
+        got = prov["beside"]["measured"]
+        rows.append(["draft beside the target", f"x{profile.beside_slowdown:.3f} each while both compute "
+                     "(verification and cache build; the median of the measurements)",
+                     sum(g.get("cycles", 0) for g in got), None])
     for key, o in sorted(prov.get("executor_fit", {}).items()):   # per kind of forward, greedy / sampled
         if o.get("line"):
             base, slope, per_row, per_pos = (list(o["line"]) + [0.0, 0.0])[:4]

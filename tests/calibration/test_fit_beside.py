@@ -60,3 +60,13 @@ def test_beside_comes_from_the_microbenchmark_meta_else_the_base():
     assert got == pytest.approx(1.08) and info["from"] == "microbenchmark"
     assert beside_of([{}], toy().with_(beside_slowdown=1.2))[0] == 1.2
     assert beside_of([{}], None) == (1.0, {"from": "default: no beside measurement"})
+
+
+def test_autotune_report_states_the_measured_slowdown():
+    from saguaro.autotune_report import profile_rows
+
+    p = toy().with_(beside_slowdown=1.13, provenance={"beside": {"from": "microbenchmark",
+                                                                 "measured": [{"cycles": 40}, {"cycles": 40}]}})
+    row = next(r for r in profile_rows(p) if r[0] == "draft beside the target")
+    assert row[1].startswith("x1.130") and row[2] == 80
+    assert not any(r[0] == "draft beside the target" for r in profile_rows(toy()))
