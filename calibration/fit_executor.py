@@ -66,6 +66,26 @@ def tree_width(run: RunRounds, row: dict) -> int:
     return max(1, max(miss if f else prim for f in fb))
 
 
+PREEMPT_SHARE, PREEMPT_MIN_S = 0.2, 2e-4   # wall beyond the verifier's CPU time that marks a round preempted
+
+
+def preempted(row: dict) -> bool:
+    """The verifier lost its core for part of this round (CPU runs record ``verify_cpu_s``): another process or
+    the hypervisor ran there, which is no cost of the forward (2026-12-02: one calibration run overlapped by a
+    test run verified 4x slow and put a 7 ms overhead into every verification of the fit)."""
+    cpu = row.get("verify_cpu_s")
+    wall = float(row.get("verify_s") or 0.0)
+    return cpu is not None and wall - float(cpu) > max(PREEMPT_MIN_S, PREEMPT_SHARE * wall)
+
+
+def timed_rounds(run: RunRounds) -> tuple[list[dict], int]:
+    """A run's steady rounds without the preempted ones, and how many were left out; a run preempted in more
+    than half its rounds is kept whole (what is left would not be the run)."""
+    rows = steady_rounds(run)
+    kept = [r for r in rows if not preempted(r)]
+    return (kept, len(rows) - len(kept)) if 2 * len(kept) >= len(rows) else (rows, 0)
+
+
 def unshared(verify_s: float, build_s: float, beside: float) -> tuple[float, float]:
     """(verification, build) seconds at full speed from an SSD round's measured ones, when the two ran beside
     each other ``beside``-fold slower while both computed (Profile.beside_slowdown): starting together, they
@@ -81,7 +101,8 @@ def kind_rows(runs: list[RunRounds], beside: float = 1.0
     """{(regime, kind): [(width, new_tokens, context, seconds, steps)]} from steady rounds (regime "sampled_c":
     the SIGMA_KINDS of runs at T > 0 with C < 1; steps: the K of a LOOP_KINDS forward's loop, else 0). SSD
     rounds whose draft built beside the verification (``run.overlap``) are taken at full speed (``unshared``
-    at ``beside``): the simulator slows them again where they overlap, so the fit must not count it twice."""
+    at ``beside``): the simulator slows them again where they overlap, so the fit must not count it twice.
+    Preempted rounds are left out (``timed_rounds``)."""
     out: dict[tuple[str, str], list] = {}
     sigma = False
 
@@ -93,7 +114,7 @@ def kind_rows(runs: list[RunRounds], beside: float = 1.0
         k, width = run.k, forward_widths(run)
         regime = "sampled" if run.temperature > 0 else "greedy"
         sigma = run.temperature > 0 and run.sampler_c < 1
-        for row in steady_rounds(run):
+        for row in timed_rounds(run)[0]:
             b, c = width(row), _ctx(row)
             fv = fb = 1.0                         # full-speed shares of the measured verification and build
             if run.mode == "ssd" and run.overlap and beside > 1.0:
@@ -176,13 +197,13 @@ def fit_executor_costs(target: LatencyModel, draft: LatencyModel, runs: list[Run
     A kind seen only greedy gets a sampled line = greedy + the mean sampled-minus-greedy difference of the
     same side's kinds seen in both (SD at T > 0 pays the sampling the SSD runs measured)."""
     all_rows = kind_rows(runs, beside)
+    info: dict = {"preempted_rounds_left_out": sum(timed_rounds(r)[1] for r in runs)}
     mine = kind_rows([r for r in runs if r.mode == mode], beside) if mode else {}
     for key in [k for k in all_rows if k[0] == "sampled_c" and ("sampled", k[1]) not in all_rows]:
         all_rows[("sampled", key[1])] = all_rows.pop(key)   # no C = 1 rows at T > 0: C < 1 is the sampled line
         if key in mine:
             mine[("sampled", key[1])] = mine.pop(key)
     lines: dict[str, dict] = {"greedy": {}, "sampled": {}, "sampled_c": {}}
-    info: dict = {}
     for (regime, kind), rows in sorted(all_rows.items(), key=lambda kv: REGIMES.index(kv[0][0])):
         rows = mine.get((regime, kind)) or rows
         model = None if kind == "fork" else (target if kind in ("verify", "ar_step") else draft)

@@ -129,8 +129,12 @@ def profile_rows(profile) -> list[list]:
         rows.append(["draft beside the target", f"x{profile.beside_slowdown:.3f} each while both compute "
                      "(verification and cache build; the median of the measurements)",
                      sum(g.get("cycles", 0) for g in got), None])
-    for key, o in sorted(prov.get("executor_fit", {}).items()):   # per kind of forward, greedy / sampled
-        if o.get("line"):
+    fits = prov.get("executor_fit", {})
+    if fits.get("preempted_rounds_left_out"):
+        rows.append(["preempted rounds", "left out of the executor fit (the verifier lost its core)",
+                     fits["preempted_rounds_left_out"], None])
+    for key, o in sorted(fits.items()):   # per kind of forward, greedy / sampled
+        if isinstance(o, dict) and o.get("line"):
             base, slope, per_row, per_pos = (list(o["line"]) + [0.0, 0.0])[:4]
             rows.append([f"executor {key}", f"{base * 1e3:+.3f} ms {slope * 1e6:+.3f} us per token"
                          f" {per_row * 1e6:+.3f} us per row {per_pos * 1e6:+.3f} us per position", o["n"], None])

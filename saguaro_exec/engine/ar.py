@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from saguaro_exec.engine.refill import refill
-from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
+from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times, thread_cpu
 from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.model import Transformer
@@ -30,12 +30,13 @@ def ar_rounds(ver: Verifier, r0: int, now: Callable[[], float], fallback: str | 
     rounds, events, r = [], [], r0
     name, extra = ("decode", {}) if fallback is None else ("decode (fallback)", {"fallback": fallback})
     state, runner = ver.state, ver.runner
+    cpu = thread_cpu(runner.device)
     while True:
         admitted, evs = refill(state, [ver], now, r)
         events += evs
         if state.all_done():
             break
-        t0 = now()
+        t0, c0 = now(), cpu() if cpu else 0.0
         seqs, live = state.seqs, state.live()
         ctx = [len(seqs[b]) for b in live]
         logits = runner.last_logits([s[int(n):] for s, n in zip(seqs, ver.n_valid)], ver.n_valid)
@@ -45,8 +46,9 @@ def ar_rounds(ver: Verifier, r0: int, now: Callable[[], float], fallback: str | 
             ver.n_valid[b] = len(seqs[b])
             state.append(b, [int(tok[b])], r)
         t1 = now()
+        used = {"verify_cpu_s": cpu() - c0} if cpu else {}
         rounds.append(new_round(r, t0, t1, live, verify_s=t1 - t0, context=ctx, seq=[state.slots[b].rid for b in live],
-                                width=len(seqs), **admitted, **extra))
+                                width=len(seqs), **admitted, **extra, **used))
         events.append(event(name, "verifier", t0, t1, round=r))
         r += 1
     return rounds, events

@@ -3,15 +3,29 @@
 Per-sequence lists cover the rows still generating at that round; ``seq`` names their requests (index in
 the run's queue of prompts), ``slot`` their cache rows, ``width`` the rows its forwards ran (SSD's finished
 rows ride along once the queue is empty); a round after a refill names the admitted requests in ``refill`` and
-their prefill time in ``prefill_s`` (outside t0..t1; the admitted rows' prefills are batched). These, ``draft_times`` and SSD's ``handoff``
-message stamps are extra keys beside the calibration schema's ROUND_FIELDS.
+their prefill time in ``prefill_s`` (outside t0..t1; the admitted rows' prefills are batched). These, ``draft_times``, SSD's ``handoff``
+message stamps and ``verify_cpu_s`` (CPU runs: the verifier thread's CPU time over ``verify_s``) are extra keys
+beside the calibration schema's ROUND_FIELDS.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from calibration.measurements import ROUND_FIELDS
+
+
+def thread_cpu(device: object) -> Callable[[], float] | None:
+    """The calling thread's CPU clock on a CPU run with one torch thread, None otherwise (on an accelerator a
+    forward's wall time is the device's; with more threads the caller waits for its helpers). An engine records ``verify_cpu_s`` over its verification with it: the wall time beyond it is time the
+    host took the core away (another process, the hypervisor), which the executor fits leave out
+    (calibration/fit_executor.preempted)."""
+    import torch
+
+    one_thread = torch.get_num_threads() == 1     # with more, the thread waits for its helpers: CPU < wall anyway
+    return time.thread_time if str(device).startswith("cpu") and one_thread else None
 
 
 def new_round(idx: int, t0: float, t1: float, live: list[int], **values: object) -> dict:

@@ -17,7 +17,7 @@ import torch
 
 from saguaro_exec.engine.drafter import Drafter
 from saguaro_exec.engine.refill import refill
-from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
+from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times, thread_cpu
 from saguaro_exec.engine.settings import Decoding, Drafting
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.model import Transformer
@@ -56,6 +56,7 @@ def sd_rounds(ver: Verifier, dr: Drafter, fanout: tuple[int, ...], k: int, r0: i
     draft_name = "draft" if fallback is None else "draft (fallback)"
     dr.state = ver.state
     fan_row = torch.tensor(fanout, dtype=torch.long).view(1, -1)
+    cpu = thread_cpu(ver.runner.device)
     while True:
         admitted, evs = refill(ver.state, [ver, dr], now, r)
         events += evs
@@ -65,18 +66,19 @@ def sd_rounds(ver: Verifier, dr: Drafter, fanout: tuple[int, ...], k: int, r0: i
         ctx = [len(ver.state.seqs[b]) for b in live]
         t0 = now()
         tokens, q, d_rows = dr.jit(fan_row.expand(len(ver.state), -1))
-        t1 = now()
+        t1, c1 = now(), cpu() if cpu else 0.0
         toks = tokens.tolist()
         acc, bonus = ver.score(toks, tokens, q)
         acc, bonus, ranks = to_host(acc, bonus, bonus_ranks(d_rows, tokens, acc, bonus, n_rank))
         ver.commit(toks, acc, bonus, r)
         t2 = now()
+        used = {"verify_cpu_s": cpu() - c1} if cpu else {}
         ranks = ranks.tolist()
         dr.advance(acc, bonus, tokens, ver.state.done, cached_spec=k - 1)
         t3 = now()
         rounds.append(new_round(r, t0, t3, live, verify_s=t2 - t1, wait_s=t1 - t0, draft_reply_s=t1 - t0,
                                 width=len(ver.state), accepted=[int(acc[b]) for b in live],
-                                seq=[ver.state.slots[b].rid for b in live], bonus_rank=[ranks[b] for b in live], context=ctx, **admitted, **extra))
+                                seq=[ver.state.slots[b].rid for b in live], bonus_rank=[ranks[b] for b in live], context=ctx, **admitted, **extra, **used))
         events += [event(draft_name, draft_track, t0, t1, round=r), event("verify", "verifier", t1, t2, round=r)]
         r += 1
     return rounds, events

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times
+from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times, thread_cpu
 from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.state import forwarded_rows
 from saguaro_exec.engine.verifier import Verifier
@@ -51,7 +51,7 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
     """Round rows and trace events of a batch from its log: round r verified ``replies[r]``; the reply
     after it (``replies[r + 1]``, when one came) says whether r's outcome hit."""
     rounds = []
-    for (r, t0, t1, t2, t3, live, ctx, acc, rids, admitted, width), reply in zip(log, replies):
+    for (r, t0, t1, t2, t3, live, ctx, acc, rids, admitted, width, used), reply in zip(log, replies):
         events += _draft_events(reply, r)
         reply_s = reply.times.get("reply", (0.0, 0.0))
         backup_s = reply.times.get("backup", (0.0, 0.0))
@@ -61,7 +61,7 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
                                 accepted=[int(acc_l[b]) for b in live],
                                 from_backup=[bool(reply.from_backup[b]) for b in live], context=ctx,
                                 handoff={n: list(reply.times[n]) for n in HANDOFF if n in reply.times},
-                                seq=rids, width=width, **admitted))
+                                seq=rids, width=width, **admitted, **used))
         events += [event("wait", "verifier", t0, t1, round=r), event("verify", "verifier", t1, t2, round=r),
                    event("send", "verifier", t2, t3, round=r)]
         if r + 1 < len(replies):
@@ -96,6 +96,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     log: list[tuple] = []       # per round: times, live rows, outcome and the reply it verified; rows and
     replies: list[Reply] = []   # events are built after the batch, off the critical path between verifies
     t0, r, stop, admitted = now(), 0, False, {}
+    cpu = thread_cpu(ver.runner.device)
     fault_rounds: tuple[list, list] = ([], [])
     try:
         reply = link.start(len(ver.state))
@@ -103,13 +104,14 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             replies.append(reply)
             if stop:
                 break
-            t1 = now()
+            t1, c1 = now(), cpu() if cpu else 0.0
             live = ver.state.live()
             ctx = [len(ver.state.seqs[b]) for b in live]
             rids = [ver.state.slots[b].rid for b in live]
             width = forwarded_rows([s.done for s in ver.state.slots])   # the rows this round's forwards cover
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             t2 = now()
+            used = {"verify_cpu_s": cpu() - c1} if cpu else {}
             stop = ver.state.all_done()
             done = list(ver.state.done)
             fresh = ver.state.refill(t2, movable=False)[1]      # the slots' new prompts, prefilled after the send
@@ -118,7 +120,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
                 link.send(acc, bonus, done, stop, tuple(fresh))
             finally:
                 t3 = now()
-                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, width))
+                log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, width, used))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
             t0, r = now(), r + 1
             admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}

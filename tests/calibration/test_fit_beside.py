@@ -70,3 +70,22 @@ def test_autotune_report_states_the_measured_slowdown():
     row = next(r for r in profile_rows(p) if r[0] == "draft beside the target")
     assert row[1].startswith("x1.130") and row[2] == 80
     assert not any(r[0] == "draft beside the target" for r in profile_rows(toy()))
+
+
+def test_preempted_rounds_are_left_out_of_the_executor_fit():
+    """A round whose verifier lost its core (wall beyond its thread CPU time) is no cost of the forward: left out,
+    unless most of the run was (then the run is kept whole); rows without the CPU time (GPU runs) are kept."""
+    from calibration.fit_executor import preempted, timed_rounds
+
+    run = _ssd(4, 1, 1.0, overlap=False)
+    for i, row in enumerate(run.rounds):
+        row["verify_cpu_s"] = row["verify_s"]
+        if i % 5 == 4:                                 # a fifth of the rounds: 4x slow, the core taken away
+            row["verify_s"] *= 4
+    assert preempted(run.rounds[4]) and not preempted(run.rounds[3]) and not preempted({"verify_s": 1.0})
+    costs, info = fit_executor_costs(ZERO, ZERO, [run], mode="ssd")
+    assert costs("verify", 1, 5) == pytest.approx(plane((2e-3, 0.0, 0.0, 1e-4), 1, 5), rel=1e-6)
+    assert info["preempted_rounds_left_out"] == 4      # rounds 4, 9, 14, 19 of the 19 steady ones
+    for row in run.rounds:
+        row["verify_s"] *= 4                           # preempted throughout: kept whole
+    assert timed_rounds(run)[1] == 0
