@@ -229,7 +229,7 @@ def add_spec_args(g: argparse._ArgumentGroup, show_draft_devices: bool = True) -
 
 
 def add_placement_args(g: argparse._ArgumentGroup) -> None:
-    """--placement, --sharing and --shared-slowdown: where SSD's draft runs (planning commands)."""
+    """--placement, --sharing, --shared-slowdown and --beside-slowdown: where SSD's draft runs (planning commands)."""
     g.add_argument("--placement", help="separate (SSD's draft on devices of its own) | shared (on the target's "
                                        "one GPU, no extra device); default separate")
     g.add_argument("--sharing", help="with --placement shared: time-sliced (draft and target forwards serialize) | "

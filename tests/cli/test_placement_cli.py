@@ -37,6 +37,7 @@ def test_optimize_shared_counts_one_gpu(capsys):
     ("simulate", ("--placement", "shared", "--sharing", "mps"), "--sharing"),
     ("simulate", ("--placement", "shared", "--draft-devices", "2"), "--draft-devices"),
     ("simulate", ("--shared-slowdown", "0.5"), "--shared-slowdown"),
+    ("optimize", ("--beside-slowdown", "0.9"), "--beside-slowdown"),
     ("optimize", ("--placement", "shared", "--max-draft-devices", "2"), "--max-draft-devices"),
     ("optimize", ("--placement", "both"), "--placement"),
 ])
@@ -59,3 +60,15 @@ def test_plan_shared_counts_the_target_gpus_only(capsys):
     assert code == 0, err
     row = json.loads(out)["rows"][0]
     assert row["gpus"] == row["replicas"]
+
+
+def test_beside_slowdown_slows_separate_ssd_and_says_so(capsys):
+    docs = {}
+    for s in ("1", "1.2"):
+        code, out, err = run(capsys, "simulate", *EAGER, "--mode", "ssd", "--no-baselines", "--json",
+                             "--beside-slowdown", s)
+        assert code == 0, err
+        docs[s] = json.loads(out)["result"]
+    assert docs["1.2"]["resolved"]["sharing"] == "concurrent" and docs["1.2"]["resolved"]["slowdown"] == 1.2
+    assert docs["1.2"]["resolved"]["placement"] == "separate" and docs["1"]["resolved"]["sharing"] == "none"
+    assert docs["1.2"]["tokens_per_s_per_seq"] < docs["1"]["tokens_per_s_per_seq"]
