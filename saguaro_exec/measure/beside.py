@@ -20,26 +20,11 @@ import numpy as np
 import torch
 
 from calibration.errors import check_number
-from saguaro_exec.model import Transformer, causal_mask, contiguous_slots, load_model
+from saguaro_exec.measure.microbench import forward_call
+from saguaro_exec.model import load_model
 from saguaro_exec.spawn import ARGS, ChildFailed, Supervisor, join
 
 MARGIN_S = 0.01      # left out at each window's edges: the child's last forward of a busy window ends late
-
-
-def _forward(model: Transformer, tokens: int, context: int):
-    """A callable that runs one forward adding ``tokens`` after ``context`` cached slots (as time_forward)."""
-    cap = context + tokens
-    cache = model.new_cache(1, cap)
-    toks = torch.randint(0, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))
-    start = torch.full((1,), context, dtype=torch.long)
-    slots = contiguous_slots(start, tokens)
-    mask = causal_mask(start, tokens, cap)
-
-    @torch.inference_mode()
-    def run() -> None:
-        model(toks, slots, cache, slots, mask)
-
-    return run
 
 
 def draft_load(rank: int, port: int, workdir: str) -> None:
@@ -48,7 +33,8 @@ def draft_load(rank: int, port: int, workdir: str) -> None:
     with open(os.path.join(workdir, ARGS)) as f:
         a = json.load(f)
     torch.set_num_threads(1)
-    step = _forward(load_model(Path(a["draft"]), device="cpu", dtype=torch.float32), a["draft_tokens"], a["context"])
+    step = forward_call(load_model(Path(a["draft"]), device="cpu", dtype=torch.float32), 1, a["draft_tokens"],
+                        a["context"], "cpu")
     step()
     store = join(port, 2, rank, a["timeout_s"])
     t0, w = float(store.get("t0")), a["window_s"]
@@ -72,7 +58,7 @@ def beside_slowdown(target: str | os.PathLike, draft: str | os.PathLike, target_
         check_number(f"beside.{name}", v, lo, hi, integer=True)
     check_number("beside.window_s", window_s, 0.03, 10.0)
     torch.set_num_threads(1)
-    fwd = _forward(load_model(Path(target), device="cpu", dtype=torch.float32), target_tokens, context)
+    fwd = forward_call(load_model(Path(target), device="cpu", dtype=torch.float32), 1, target_tokens, context, "cpu")
     args = {"draft": str(draft), "draft_tokens": draft_tokens, "context": context, "cycles": cycles,
             "window_s": window_s, "timeout_s": timeout_s}
     sup = Supervisor("beside benchmark worker", "saguaro-beside-", "saguaro_exec.measure.beside:draft_load", 2,

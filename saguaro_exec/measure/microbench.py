@@ -75,10 +75,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-@torch.inference_mode()
-def time_forward(model: Transformer, batch: int, new_tokens: int, context: int, device: str,
-                 warmup: int = 2, repeats: int = 5) -> list[float]:
-    """Seconds of `repeats` forwards adding new_tokens per sequence after `context` cached slots."""
+def forward_call(model: Transformer, batch: int, new_tokens: int, context: int, device: str) -> Callable[[], None]:
+    """One forward adding new_tokens per sequence after `context` cached slots, its inputs made once (what
+    ``time_forward`` times and measure/beside.py runs beside the draft)."""
     cap = context + new_tokens
     cache = model.new_cache(batch, cap)
     gen = torch.Generator().manual_seed(batch * 7919 + new_tokens * 31 + context)
@@ -86,11 +85,29 @@ def time_forward(model: Transformer, batch: int, new_tokens: int, context: int, 
     start = torch.full((batch,), context, dtype=torch.long, device=device)
     slots = contiguous_slots(start, new_tokens)
     mask = causal_mask(start, new_tokens, cap)
+
+    @torch.inference_mode()
+    def call() -> None:
+        model(tokens, slots, cache, slots, mask)  # positions == slots for a contiguous prefix
+
+    return call
+
+
+def _middle(values: tuple[int, ...], default: int) -> int:
+    """The grid's middle value (the shape the beside benchmark uses)."""
+    return sorted(values)[len(values) // 2] if values else default
+
+
+@torch.inference_mode()
+def time_forward(model: Transformer, batch: int, new_tokens: int, context: int, device: str,
+                 warmup: int = 2, repeats: int = 5) -> list[float]:
+    """Seconds of `repeats` forwards adding new_tokens per sequence after `context` cached slots."""
+    call = forward_call(model, batch, new_tokens, context, device)
     times = []
     for i in range(warmup + repeats):
         _sync(device)
         t0 = time.perf_counter()
-        model(tokens, slots, cache, slots, mask)  # positions == slots for a contiguous prefix
+        call()
         _sync(device)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
@@ -195,9 +212,8 @@ def profile_pair(target: Transformer | str | os.PathLike, draft: Transformer | s
     if beside:
         from saguaro_exec.measure.beside import beside_slowdown
 
-        mid = lambda v, d: sorted(v)[len(v) // 2] if v else d     # noqa: E731  the grid's middle shape
-        meta["beside"] = beside_slowdown(target, draft, target_tokens=mid(ks, 4) + 1, draft_tokens=mid(budgets, 16),
-                                         context=mid(contexts, 128))
+        meta["beside"] = beside_slowdown(target, draft, target_tokens=_middle(ks, 4) + 1,
+                                         draft_tokens=_middle(budgets, 16), context=_middle(contexts, 128))
     return Measurements(meta=meta, latency=rows, link=links)
 
 
