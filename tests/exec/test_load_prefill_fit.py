@@ -76,3 +76,23 @@ def test_timed_prefills_on_the_executor_path_give_both_sides_lines():
     charged = [prefill_cost(prof, sd, b, n) for b, n, _ in pts["t"]]
     assert sum(t for t, _ in charged) == pytest.approx(sum(s for _, _, s in pts["t"]), rel=1e-6)
     assert sum(d for _, d in charged) == pytest.approx(sum(s for _, _, s in pts["d"]), rel=1e-6)
+
+
+def test_timed_prefills_take_every_row_count_in_turn():
+    """Passes over the row counts (1, 2, 3, 1, 2, 3, ...), not one row count's repeats back to back: a slow spell
+    of the host then falls on every row count alike (the recorded order of the real runner's prefills)."""
+    from saguaro_exec.engine.cached_model import CachedModel
+    from saguaro_exec.measure.prefill import time_prefills
+
+    order, real = [], CachedModel.prefill_rows
+
+    def recorded(self, rows, prompts):
+        order.append(len(rows))
+        return real(self, rows, prompts)
+
+    prompts = [[1 + i % 7 for i in range(n)] for n in (29, 38, 18)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CachedModel, "prefill_rows", recorded)
+        pts = time_prefills(TARGET, prompts, rows=(1, 2, 3), repeats=2)
+    assert order == [1, 2, 3] * 3                     # an untimed pass, then two timed ones
+    assert [b for b, _, _ in pts] == [1, 2, 3] and all(s > 0 for _, _, s in pts)

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Session 13 full measurement: fidelity -> same-day refit -> load + executor steps
+cd /work/main
+OUT=bench/cpu_results/2026-12-02-session13
+mkdir -p $OUT/refit-profiles
+bash bench/quiet_suite.sh $OUT fidelity
+D=$OUT/fidelity-runs
+.venv/bin/saguaro calibrate $D/grid*.json $D/calib_*_p*.json --name cpu-tinypair -o $OUT/refit-profiles/cpu-tinypair.json > $OUT/refit.txt 2>&1
+.venv/bin/saguaro calibrate $D/grid*.json $D/calib_*_p*.json --mode ssd --name cpu-tinypair-ssd -o $OUT/refit-profiles/cpu-tinypair-ssd.json >> $OUT/refit.txt 2>&1
+echo "refit rc=$?" >> $OUT/load.log
+LOAD_PROFILE=$OUT/refit-profiles/cpu-tinypair.json REPEATS=7 bash bench/quiet_suite.sh $OUT load exec_deep_opt exec_deep07_opt exec_deep4_opt exec_tiny handoff peers demo sim
+echo CHAIN-DONE >> $OUT/load.log
