@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: warm exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ R=${REPEATS:-5}     # repeats of every executor and load step (more on a host wh
 # LOAD_PROFILE: the profile bench_load predicts with (default the shipped cpu-tinypair; a refit from this run's
 # fidelity step is the same-day calibration)
 export PYTHONPATH=$PWD
-steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(warm exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 SETTLE=${SETTLE:-90}   # seconds a step waits at most for the 1-minute load average to fall below 1: it lags the
                        # previous step's two processes by a minute, and bench_peers refuses a start at load >= 1
 settle() {
@@ -42,6 +42,7 @@ opt_step() {
 for s in "${steps[@]}"; do
   quiet "start $s"
   case $s in
+    warm)      $PY bench/warm_host.py > "$OUT/warm.txt" 2>&1 ;;   # a host woken from a long idle runs slow for minutes
     exec_deep) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0 0.7 --repeats $R \
                  --modes ar,sd@2,sd@3,sd@4,ssd,ssd@4 --out "$OUT/bench_exec_deep.json" > "$OUT/bench_exec_deep.txt" 2>&1 ;;
     exec_deep_opt)   opt_step 0 bench_exec_deep_optimizer ;;
