@@ -17,7 +17,7 @@ from calibration.fit_drift import speed_drift
 from calibration.fit_executor import fit_executor_costs
 from calibration.fit_hits import fit_hits
 from calibration.fit_idle import after_idle
-from calibration.fit_latency import fit_latency
+from calibration.fit_latency import fit_latency, pool_repeats
 from calibration.fit_loop import fit_loop
 from calibration.fit_prefill import fit_prefill, with_prefill
 from calibration.fit_rows import fit_row_scales
@@ -201,7 +201,7 @@ def fit(*measurements: Measurements, name: str | None = None, base: Profile | No
     for who in ("target", "draft"):
         mine = [r for r in rows if r.get("who") == who]
         if mine:
-            models[who], prov[f"{who}_fit"] = fit_latency(mine, where=f"latency[{who}]")
+            models[who], prov[f"{who}_fit"] = fit_latency(pool_repeats(mine), where=f"latency[{who}]")
         elif base is not None:
             models[who] = getattr(base, who)
             prov[f"{who}_fit"] = {"form": "from base profile", "base": base.name}

@@ -98,7 +98,7 @@ def unshared(verify_s: float, build_s: float, beside: float) -> tuple[float, flo
 
 def kind_rows(runs: list[RunRounds], beside: float = 1.0
               ) -> dict[tuple[str, str], list[tuple[int, int, float, float, int]]]:
-    """{(regime, kind): [(width, new_tokens, context, seconds, steps)]} from steady rounds (regime "sampled_c":
+    """{(regime, kind): [(width, new_tokens, context, seconds, steps, run)]} from steady rounds (regime "sampled_c":
     the SIGMA_KINDS of runs at T > 0 with C < 1; steps: the K of a LOOP_KINDS forward's loop, else 0). SSD
     rounds whose draft built beside the verification (``run.overlap``) are taken at full speed (``unshared``
     at ``beside``): the simulator slows them again where they overlap, so the fit must not count it twice.
@@ -108,9 +108,10 @@ def kind_rows(runs: list[RunRounds], beside: float = 1.0
 
     def add(regime: str, kind: str, *v: float) -> None:
         regime = "sampled_c" if sigma and kind in SIGMA_KINDS else regime
-        out.setdefault((regime, kind), []).append((*v, k if kind in LOOP_KINDS else 0))
+        out.setdefault((regime, kind), []).append((*v, k if kind in LOOP_KINDS else 0, run_i))
 
-    for run in runs:
+    for i, run in enumerate(runs):
+        run_i = i                                 # read by add: a row's run, for shape_overhead
         k, width = run.k, forward_widths(run)
         regime = "sampled" if run.temperature > 0 else "greedy"
         sigma = run.temperature > 0 and run.sampler_c < 1
@@ -155,22 +156,25 @@ def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] |
              setup: float | None = None) -> tuple[list[float], dict]:
     """[base_s, per_token_s, per_row_s, per_position_s(, per_loop_s)] of one kind's overhead
     (calibration/overheads.plane): residuals against the microbenchmark model (the whole time for kinds with
-    none) averaged per shape (width, new tokens per row, and for a K-step loop's steps its K; the mean: stalls
-    are part of what throughput pays), then the plane through them.
+    none) averaged per shape (width, new tokens per row, and for a K-step loop's steps its K; ``shape_overhead``:
+    the mean within a run, stalls are part of what throughput pays; trimmed over repeated runs), then the
+    plane through them.
     One curve over total tokens cannot hold both: verification's cost per verified position is paid once for
     the batch, and its cost per row once per row, so wide rounds sat below a per-token line through narrow
     ones and flattened its slope ~3x. `above` (a fitted plane): the result is that plane raised by the rows'
     mean excess over it (never below it), its slopes kept: how the C < 1 rows are fitted on top of the plain
     sampled ones. `setup` (a K-step loop's set-up fitted in another regime): used where these rows' shapes
     cannot price one themselves (fit_plane.loops_told_apart), the plane fitted to what is left after it."""
-    by_shape: dict[tuple[int, int, int], list[float]] = {}
-    for b, n, c, s, *steps in rows:
-        key = (int(b), int(n), int(steps[0]) if steps else 0)
-        by_shape.setdefault(key, []).append(float(s) - (model(b, n, c) if model is not None else 0.0))
+    by_shape: dict[tuple[int, int, int], dict[int, list[float]]] = {}
+    for b, n, c, s, *rest in rows:
+        key = (int(b), int(n), int(rest[0]) if rest else 0)
+        runs = by_shape.setdefault(key, {})
+        runs.setdefault(int(rest[1]) if len(rest) > 1 else 0, []).append(
+            float(s) - (model(b, n, c) if model is not None else 0.0))
     keys = sorted(by_shape)
     shapes = np.asarray(keys, float)
-    ys = np.asarray([np.mean(by_shape[k]) for k in keys])
-    ns = np.asarray([len(by_shape[k]) for k in keys], float)
+    ys = np.asarray([shape_overhead(by_shape[k]) for k in keys])
+    ns = np.asarray([sum(map(len, by_shape[k].values())) for k in keys], float)
     info: dict = {}
     if above is None and setup and not loops_told_apart(shapes[:, 0], shapes[:, 2], ns):
         line, info["selection"] = fit_plane(shapes, ys - setup / np.maximum(shapes[:, 2], 1), ns)
@@ -184,6 +188,26 @@ def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] |
         line, info["extra_over_sampled_s"] = [float(above[0] + extra), *map(float, above[1:])], extra
     return line, {"n": len(rows), "by_shape": {_shape_name(b, n, k): {"mean_overhead_s": float(y), "n": int(c)}
                                                for (b, n, k), y, c in zip(keys, ys, ns)}, "line": line, **info}
+
+
+MIN_RUNS_FOR_MEDIAN = 3
+
+
+def shape_overhead(per_run: dict[int, list[float]]) -> float:
+    """One shape's overhead from its rows grouped by run: the mean within a run (its stalls are what its
+    throughput pays), then across runs, where at least MIN_RUNS_FOR_MEDIAN runs saw the shape (repeated passes,
+    e.g. bench_fidelity's), the mean without the lowest and highest run (the median of three). Why: a benchmark's
+    figure is its repeats' median, and one slow pass of a shared host (2026-12-03: the first of five ran
+    0.55-0.65x after hours idle) set every charge ~13% slow in the plain mean; the trimmed mean beat the median
+    on 3 of 5 sessions' replays (docs/BENCHMARKS.md, fourteenth session). Fewer runs: the mean of all rows."""
+    if len(per_run) >= MIN_RUNS_FOR_MEDIAN:
+        return trimmed_mean([float(np.mean(v)) for v in per_run.values()])
+    return float(np.mean([x for v in per_run.values() for x in v]))
+
+
+def trimmed_mean(xs: list[float]) -> float:
+    """The mean without the lowest and the highest value (three values: the median)."""
+    return float(np.mean(sorted(xs)[1:-1]))
 
 
 def _shape_name(b: int, n: int, k: int) -> str:
