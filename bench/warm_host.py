@@ -53,7 +53,7 @@ def main() -> int:
                 print(f"settled after {el:.0f} s (first window {times[0] / times[-1]:.2f}x the last)")
                 return 0
             if el >= args.max:
-                print(f"not settled after {el:.0f} s (last two windows {times[-2] / times[-1]:.3f}x)")
+                print(f"not settled after {el:.0f} s (last two windows {times[max(0, len(times) - 2)] / times[-1]:.3f}x)")
                 return 1
     finally:
         burner.kill()

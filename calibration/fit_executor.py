@@ -20,6 +20,7 @@ from calibration.fit_acceptance import RunRounds, steady_rounds
 from calibration.fit_plane import fit_plane, loops_told_apart
 from calibration.latency import LatencyModel
 from calibration.overheads import _DRAFT_KINDS, KINDS, LOOP_KINDS, REGIMES, SIGMA_KINDS, ExecutorCosts, plane
+from calibration.repeats import MIN_REPEATS_TO_TRIM, trimmed_mean
 
 
 def _g(row: dict, key: str) -> float:
@@ -97,7 +98,7 @@ def unshared(verify_s: float, build_s: float, beside: float) -> tuple[float, flo
 
 
 def kind_rows(runs: list[RunRounds], beside: float = 1.0
-              ) -> dict[tuple[str, str], list[tuple[int, int, float, float, int]]]:
+              ) -> dict[tuple[str, str], list[tuple[int, int, float, float, int, int]]]:
     """{(regime, kind): [(width, new_tokens, context, seconds, steps, run)]} from steady rounds (regime "sampled_c":
     the SIGMA_KINDS of runs at T > 0 with C < 1; steps: the K of a LOOP_KINDS forward's loop, else 0). SSD
     rounds whose draft built beside the verification (``run.overlap``) are taken at full speed (``unshared``
@@ -110,8 +111,7 @@ def kind_rows(runs: list[RunRounds], beside: float = 1.0
         regime = "sampled_c" if sigma and kind in SIGMA_KINDS else regime
         out.setdefault((regime, kind), []).append((*v, k if kind in LOOP_KINDS else 0, run_i))
 
-    for i, run in enumerate(runs):
-        run_i = i                                 # read by add: a row's run, for shape_overhead
+    for run_i, run in enumerate(runs):  # noqa: B007 (add reads run_i: a row's run, for shape_overhead)
         k, width = run.k, forward_widths(run)
         regime = "sampled" if run.temperature > 0 else "greedy"
         sigma = run.temperature > 0 and run.sampler_c < 1
@@ -190,24 +190,14 @@ def fit_kind(model: LatencyModel | None, rows: list[tuple], above: list[float] |
                                                for (b, n, k), y, c in zip(keys, ys, ns)}, "line": line, **info}
 
 
-MIN_RUNS_FOR_MEDIAN = 3
-
-
 def shape_overhead(per_run: dict[int, list[float]]) -> float:
     """One shape's overhead from its rows grouped by run: the mean within a run (its stalls are what its
-    throughput pays), then across runs, where at least MIN_RUNS_FOR_MEDIAN runs saw the shape (repeated passes,
-    e.g. bench_fidelity's), the mean without the lowest and highest run (the median of three). Why: a benchmark's
-    figure is its repeats' median, and one slow pass of a shared host (2026-12-03: the first of five ran
-    0.55-0.65x after hours idle) set every charge ~13% slow in the plain mean; the trimmed mean beat the median
-    on 3 of 5 sessions' replays (docs/BENCHMARKS.md, fourteenth session). Fewer runs: the mean of all rows."""
-    if len(per_run) >= MIN_RUNS_FOR_MEDIAN:
+    throughput pays), then, where at least MIN_REPEATS_TO_TRIM runs saw the shape (repeated passes, e.g.
+    bench_fidelity's), the trimmed mean over runs (calibration/repeats.py; it beat the plain mean and the median on
+    3 of 5 sessions' replays: docs/BENCHMARKS.md, fourteenth session). Fewer runs: the mean of all rows."""
+    if len(per_run) >= MIN_REPEATS_TO_TRIM:
         return trimmed_mean([float(np.mean(v)) for v in per_run.values()])
     return float(np.mean([x for v in per_run.values() for x in v]))
-
-
-def trimmed_mean(xs: list[float]) -> float:
-    """The mean without the lowest and the highest value (three values: the median)."""
-    return float(np.mean(sorted(xs)[1:-1]))
 
 
 def _shape_name(b: int, n: int, k: int) -> str:

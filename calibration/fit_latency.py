@@ -9,28 +9,26 @@ import numpy as np
 
 from calibration.errors import ConfigError
 from calibration.latency import LatencyModel
+from calibration.repeats import MIN_REPEATS_TO_TRIM, trimmed_mean
 
 MAX_KNOT_CANDIDATES = 8
 # one-standard-error rule: the simplest form whose CV error is within one standard error of the best wins
 
 
-MIN_REPEATS_FOR_MEDIAN = 3
-
-
 def pool_repeats(rows: list[dict]) -> list[dict]:
-    """Rows of one shape (who, batch, new tokens, context) seen in at least MIN_REPEATS_FOR_MEDIAN grids (repeated
-    passes of a benchmark) each take the mean of their times without the lowest and highest (the median of three): one slow pass of a shared host must not move the
-    line (see calibration.fit_executor.shape_overhead). The count of rows, hence the weights, is unchanged."""
+    """Rows of one shape (who, batch, new tokens, context) seen in at least MIN_REPEATS_TO_TRIM grids (repeated
+    passes of a benchmark) each take the trimmed mean of their times (calibration/repeats.py). The count of
+    rows, hence the weights, is unchanged; malformed rows are left for ``latency_arrays`` to name."""
     key = lambda r: (r.get("who"), r.get("batch"), r.get("new_tokens"), r.get("context", 0))  # noqa: E731
     groups: dict = {}
     for r in rows:
         groups.setdefault(key(r), []).append(r)
-    meds = {k: float(np.mean(sorted(float(r["median_s"]) for r in g)[1:-1])) for k, g in groups.items()
-            if len(g) >= MIN_REPEATS_FOR_MEDIAN and all(_number(r.get("median_s")) for r in g)}
-    return [{**r, "median_s": meds[key(r)]} if key(r) in meds else r for r in rows]
+    pooled = {k: trimmed_mean([float(r["median_s"]) for r in g]) for k, g in groups.items()
+              if len(g) >= MIN_REPEATS_TO_TRIM and all(_positive(r.get("median_s")) for r in g)}
+    return [{**r, "median_s": pooled[key(r)]} if key(r) in pooled else r for r in rows]
 
 
-def _number(v: object) -> bool:
+def _positive(v: object) -> bool:
     try:
         return float(v) > 0
     except (TypeError, ValueError):
