@@ -15,8 +15,12 @@ $(BIN)/saguaro: pyproject.toml
 	$(BIN)/pip install -q -e '.[exec,dev,hf]' torch==2.13.0
 	touch $(BIN)/saguaro
 
+# two workers, one test file each at a time (module fixtures run once): the suite is CPU-bound and single-
+# threaded, so a 2-core box runs it in about half the time; TEST_WORKERS=0 runs it in this process
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .

@@ -33,9 +33,11 @@ def test_a_callers_own_freeze_and_disable_are_left_alone():
     gc.disable()
     try:
         before = gc.get_freeze_count()
+        # frozen objects that die leave the count (another thread, e.g. a pytest-xdist worker's, frees some):
+        # an unfreeze by us would drop it to 0
         with frozen_gc():
-            assert gc.get_freeze_count() >= before
-        assert gc.get_freeze_count() >= before > 0 and not gc.isenabled()   # neither undone by us
+            assert gc.get_freeze_count() > 0.9 * before
+        assert gc.get_freeze_count() > 0.9 * before > 0 and not gc.isenabled()   # neither undone by us
     finally:
         gc.unfreeze()
         gc.enable()
