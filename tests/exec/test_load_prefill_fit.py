@@ -96,3 +96,26 @@ def test_timed_prefills_take_every_row_count_in_turn():
         pts = time_prefills(TARGET, prompts, rows=(1, 2, 3), repeats=2)
     assert order == [1, 2, 3] * 3                     # an untimed pass, then two timed ones
     assert [b for b, _, _ in pts] == [1, 2, 3] and all(s > 0 for _, _, s in pts)
+
+
+@pytest.mark.parametrize("model_per_token, falls", [(5e-5, True), (1e-4 + 5e-6, False)])
+def test_a_residual_falling_with_the_tokens_is_fitted_while_the_charge_grows(model_per_token, falls):
+    """A microbenchmark steeper per token than the executor's prefills (the tiny pair's, 2026-12-03: 4.25 ->
+    10.63 ms modelled against 3.16 -> 8.09 timed) leaves residuals that fall with the tokens: fitted as they
+    fall, the charge is the timed prefills; were the residual to fall faster than the model grows, the charge
+    would shrink with longer prompts, and the flat mean stands instead."""
+    from calibration.fit_prefill import fit_prefill_points
+
+    steep = Profile(name="steep", target=LatencyModel.linear(1e-3, model_per_token), draft=BARE.draft)
+    truth = lambda rows, prompt: 1.5e-3 + 3.5e-5 * rows * (prompt - 1) if falls else 8e-3 - 1e-7 * rows * prompt  # noqa: E731
+    pts = [(rows, 48.0, truth(rows, 48)) for rows in (1, 2, 3, 4)]
+    lines, _ = fit_prefill_points(steep.target, steep.draft, pts)
+    prof = dataclasses.replace(steep, executor=with_prefill(None, lines))
+    ar = SpecConfig(mode="ar", k=0, budget=0)
+    charged = [prefill_cost(prof, ar, b, n)[0] for b, n, _ in pts]
+    if falls:
+        assert lines["prefill"][1] < 0
+        assert charged == pytest.approx([s for _, _, s in pts], rel=1e-6)
+    else:
+        assert lines["prefill"][1] == 0.0                        # flat: the charge keeps the model's growth
+        assert charged == sorted(charged) and sum(charged) == pytest.approx(sum(s for _, _, s in pts), rel=1e-6)
