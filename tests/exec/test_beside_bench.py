@@ -24,7 +24,10 @@ def _children() -> list[str]:
     return kids
 
 
-def test_beside_measures_adjacent_window_pairs_and_cleans_up():
+def test_beside_measures_adjacent_window_pairs_and_cleans_up(tmp_path, monkeypatch):
+    # a temp root of its own: the other test worker's calibrations make and remove saguaro-beside-* folders too
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     target, draft = tiny_pair_paths()
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "saguaro-beside-*")))
     got = beside_slowdown(target, draft, target_tokens=4, draft_tokens=8, context=32, cycles=6, window_s=0.05)
