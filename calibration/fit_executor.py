@@ -141,13 +141,13 @@ def kind_rows(runs: list[RunRounds], beside: float = 1.0
     return out
 
 
-def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray) -> list[float]:
-    """Count-weighted least-squares line through per-x mean overheads; slope >= 0 (flat when a single x was
-    seen), extrapolated linearly (the prefill and loop lines: one count each)."""
+def _line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray, min_slope: float = 0.0) -> list[float]:
+    """Count-weighted least-squares line through per-x mean overheads; slope >= ``min_slope`` (else, and when
+    a single x was seen, flat at their mean), extrapolated linearly (the prefill and loop lines: one count each)."""
     if len(xs) < 2:
         return [float(ys[0]), 0.0]
     slope, base = np.polyfit(xs, ys, 1, w=np.sqrt(ns))
-    if slope < 0:
+    if slope < min_slope:
         return [float(np.average(ys, weights=ns)), 0.0]
     return [float(base), float(slope)]
 

@@ -47,24 +47,19 @@ def _fit(points: list[tuple[int, float, float]], model) -> tuple[list[float], di
     xs = np.asarray(sorted(by))
     ys = np.asarray([np.mean(by[x]) for x in xs])
     ns = np.asarray([len(by[x]) for x in xs], float)
-    line = _line(xs, ys, ns)
-    if len(xs) >= 2 and line[1] == 0.0:
-        line = _falling_line(xs, ys, ns, model) or line
+    line = _line(xs, ys, ns, min_slope=-_model_slope(model, xs))
     return line, {"n": len(points), "line": line, "tokens": [float(xs.min()), float(xs.max())],
                   "mean_residual_s": float(np.average(ys, weights=ns))}
 
 
-def _falling_line(xs: np.ndarray, ys: np.ndarray, ns: np.ndarray, model) -> list[float] | None:
-    """The least-squares line through residuals that fall with the tokens cached, where the charge (model + line)
-    still grows with them; None where it would not (then the flat mean stands). Why: the microbenchmark grid's
+def _model_slope(model, xs: np.ndarray) -> float:
+    """The model's seconds per cached token over the fitted range (1 row at its ends). The residual line may fall
+    by less than this, so the charge (model + line) still grows with the tokens: the microbenchmark grid's
     per-token cost, extrapolated to 40-60-token prompts, is steeper than the executor's batched prefill
     (2026-12-03: 4.25 -> 10.63 ms at 1 -> 4 rows of 47 tokens against 3.16 -> 8.09 timed), so the residual falls
     ~0.01 ms a token, and a flat line through it charged a 1-row prefill 2.34 ms against its 3.16."""
-    slope, base = np.polyfit(xs, ys, 1, w=np.sqrt(ns))
     lo, hi = float(xs.min()), float(xs.max())
-    # model's own slope over the fitted range, in seconds per cached token (rows x tokens, 1 row at the ends)
-    grows = (model(1, hi) - model(1, lo)) / (hi - lo) + slope if hi > lo else -1.0
-    return [float(base), float(slope)] if grows > 0 else None
+    return (model(1, hi) - model(1, lo)) / (hi - lo) if hi > lo else 0.0
 
 
 def fit_prefill(target: LatencyModel, draft: LatencyModel, runs: list[RunRounds]) -> tuple[dict, dict]:
