@@ -95,6 +95,26 @@ def test_lean_decode_with_the_additive_triangle_is_the_bool_mask_forward():
     assert torch.equal(runner.cache.k, ref.k) and torch.equal(runner.cache.v, ref.v)
 
 
+def test_multi_row_decode_gathers_the_triangle_as_the_bool_mask_forward():
+    """Rows at different positions (verify chunks of K + 1, AR steps of 1) read their masks as rows of the cached
+    triangle: bitwise ``Transformer.forward`` with ``causal_mask``, and the cache written alike; fewer live rows
+    than the cache (a row view) too."""
+    target, _ = tiny_models()
+    for rows, lengths, chunks in ((3, [10, 6, 13], [[3, 1, 4], [1, 5, 9], [2, 6, 5]]), (4, [7, 12], [[8], [9]])):
+        runner = _prefilled(target, rows, lengths)
+        ref = KVCache(target.config, len(lengths), runner.capacity)
+        ref.k.copy_(runner.cache.k[:, :len(lengths)])
+        ref.v.copy_(runner.cache.v[:, :len(lengths)])
+        got = runner.decode(torch.tensor(chunks), lengths)
+        width, need = len(chunks[0]), max(lengths) + len(chunks[0])
+        pos = torch.tensor([list(range(n, n + width)) for n in lengths])
+        with torch.inference_mode():
+            want = target(torch.tensor(chunks), pos, ref, pos, causal_mask(torch.tensor(lengths), width, need))
+        assert torch.equal(got, want)
+        assert runner._triangle is not None and runner._triangle.dtype == target.dtype
+        assert torch.equal(runner.cache.k[:, :len(lengths)], ref.k)
+
+
 def test_fork_selection_on_the_host_is_the_torch_selection():
     """The CPU fork's numpy selection gives the torch selection's (the device path) values and dtypes: sent
     tokens ranked or not, zero fan-outs, the whole vocabulary ranked."""
