@@ -33,8 +33,8 @@ def draft_load(rank: int, port: int, workdir: str) -> None:
     with open(os.path.join(workdir, ARGS)) as f:
         a = json.load(f)
     torch.set_num_threads(1)
-    step = forward_call(load_model(Path(a["draft"]), device="cpu", dtype=torch.float32), 1, a["draft_tokens"],
-                        a["context"], "cpu")
+    step = forward_call(load_model(Path(a["draft"]), device="cpu", dtype=torch.float32), a.get("batch", 1),
+                        a["draft_tokens"], a["context"], "cpu")
     step()
     store = join(port, 2, rank, a["timeout_s"])
     t0, w = float(store.get("t0")), a["window_s"]
@@ -48,18 +48,20 @@ def draft_load(rank: int, port: int, workdir: str) -> None:
 
 def beside_slowdown(target: str | os.PathLike, draft: str | os.PathLike, target_tokens: int = 6,
                     draft_tokens: int = 64, context: int = 128, cycles: int = 40, window_s: float = 0.09,
-                    timeout_s: float = 120.0, stall_s: float = 10.0) -> dict:
+                    timeout_s: float = 120.0, stall_s: float = 10.0, batch: int = 1) -> dict:
     """Time the target's ``target_tokens``-token forward (1 thread) in ``cycles`` pairs of windows, the draft
-    child running ``draft_tokens``-token forwards in the first of each pair and idle in the second. Returns
+    child running ``draft_tokens``-token forwards in the first of each pair and idle in the second; both over
+    ``batch`` rows (a verification and a tree step of a batch). Returns
     {"slowdown": median busy / idle ratio, at least 1, "raw": the median itself, "q1", "q3", "cycles",
     "busy_s", "idle_s" (median forward times), and the shapes}."""
     for name, v, lo, hi in (("target_tokens", target_tokens, 1, 4096), ("draft_tokens", draft_tokens, 1, 4096),
-                            ("context", context, 0, 1 << 16), ("cycles", cycles, 2, 10000)):
+                            ("context", context, 0, 1 << 16), ("cycles", cycles, 2, 10000), ("batch", batch, 1, 1024)):
         check_number(f"beside.{name}", v, lo, hi, integer=True)
     check_number("beside.window_s", window_s, 0.03, 10.0)
     torch.set_num_threads(1)
-    fwd = forward_call(load_model(Path(target), device="cpu", dtype=torch.float32), 1, target_tokens, context, "cpu")
-    args = {"draft": str(draft), "draft_tokens": draft_tokens, "context": context, "cycles": cycles,
+    fwd = forward_call(load_model(Path(target), device="cpu", dtype=torch.float32), batch, target_tokens, context,
+                       "cpu")
+    args = {"draft": str(draft), "draft_tokens": draft_tokens, "context": context, "cycles": cycles, "batch": batch,
             "window_s": window_s, "timeout_s": timeout_s}
     sup = Supervisor("beside benchmark worker", "saguaro-beside-", "saguaro_exec.measure.beside:draft_load", 2,
                      timeout_s, stall_s)
@@ -97,4 +99,4 @@ def beside_slowdown(target: str | os.PathLike, draft: str | os.PathLike, target_
     return {"slowdown": max(1.0, raw), "raw": raw, "q1": float(np.percentile(ratios, 25)),
             "q3": float(np.percentile(ratios, 75)), "cycles": int(ok.sum()), "busy_s": float(np.median(busy[ok])),
             "idle_s": float(np.median(idle[ok])), "target_tokens": target_tokens, "draft_tokens": draft_tokens,
-            "context": context, "window_s": window_s}
+            "context": context, "window_s": window_s, "batch": batch}

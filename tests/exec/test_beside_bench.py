@@ -30,15 +30,15 @@ def test_beside_measures_adjacent_window_pairs_and_cleans_up(tmp_path, monkeypat
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     target, draft = tiny_pair_paths()
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "saguaro-beside-*")))
-    got = beside_slowdown(target, draft, target_tokens=4, draft_tokens=8, context=32, cycles=6, window_s=0.05)
-    assert got["cycles"] == 6 and got["busy_s"] > 0 and got["idle_s"] > 0
+    got = beside_slowdown(target, draft, target_tokens=4, draft_tokens=8, context=32, cycles=6, window_s=0.05, batch=2)
+    assert got["cycles"] == 6 and got["busy_s"] > 0 and got["idle_s"] > 0 and got["batch"] == 2
     assert got["slowdown"] == max(1.0, got["raw"]) and got["q1"] <= got["raw"] <= got["q3"]
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "saguaro-beside-*"))) == before
     assert _children() == []
 
 
 @pytest.mark.parametrize("kw,field", [({"cycles": 1}, "beside.cycles"), ({"window_s": 0.001}, "beside.window_s"),
-                                      ({"draft_tokens": 0}, "beside.draft_tokens")])
+                                      ({"draft_tokens": 0}, "beside.draft_tokens"), ({"batch": 0}, "beside.batch")])
 def test_bad_shapes_name_the_field(kw, field):
     target, draft = tiny_pair_paths()
     with pytest.raises(ConfigError) as e:
