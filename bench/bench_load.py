@@ -15,7 +15,9 @@ drift (``--drift``): by default a short fixed-batch run of the same mode and spe
 every load run ("beside"), its rounds measured / charged by the same cost model; the cell's drift is the median
 of its repeats' (mean of before and after), and the prediction is also given re-simulated at it, beside the plain
 one, with its errors and targets. That is still a prediction: it reads calibration runs taken beside the load run,
-never the load run itself. ``--drift probe`` is the older probe (``speed_probe``: target and draft forwards of 4
+never the load run itself. A third prediction replaces the profile's speed-drift series (the calibration hour's,
+which sets the predicted p99) by the series of the fixed-batch runs made right before the measurement
+(``hour_drift``: this hour's; the same profile otherwise). ``--drift probe`` is the older probe (``speed_probe``: target and draft forwards of 4
 tokens, timed before and after every run and around this run's calibration steps; drift = median probe of the
 cell's repeats / of the calibration steps'), which on hosts whose speed swings read the box faster while its
 rounds ran slower (2026-12-02: 6 of 27 cells within the targets after it, against 20 of 27 plain).
@@ -59,7 +61,9 @@ from bench.load_calibrate import (  # noqa: E402
     beside_speed,
     cell_drift,
     fit_after_idle,
+    hour_drift,
     run_once,
+    with_drift_series,
 )
 from bench.load_compare import (  # noqa: E402
     LEVELS,
@@ -250,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             mark()
         profiles = {m: p if rows is not None or prefills is None else with_timed_prefills(p, prefills, m)
                     for m, (p, rows) in fixed.items()}
+        series, series_info = hour_drift({m: rows for m, (_, rows) in fixed.items() if rows is not None})
         # the fixed-batch run's rounds charged as the load runs' are (SSD's not: its draft ran in this process)
         fixed_phases = {m: None if rows is None or m == "ssd" else
                         run_phases(rows, profiles[m], specs[m], float(np.mean(lens)), specs[m].backup == "fast")
@@ -275,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
               for i, (lvl, q) in enumerate(levels.items())}
     predicted = {(m, lvl): _predict(profiles[m], specs[m], load_trace(traces[lvl]), args)
                  for m in args.modes for lvl in LEVELS}
+    hour = with_drift_series(profiles, series) if series else None      # the same prediction, this hour's drift
+    predicted_hour = {} if hour is None else {(m, lvl): _predict(hour[m], specs[m], load_trace(traces[lvl]), args)
+                                              for m in args.modes for lvl in LEVELS}
     for (m, _lvl), pred in predicted.items():
         pred["phases"]["tokens_per_row_round"] = _tokens_per_round(profiles[m], specs[m])
     configs = [(m, lvl) for lvl in LEVELS for m in args.modes]
@@ -293,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         g = _round_speed(samples[(m, lvl)])
         by_rounds = _drift_adjusted(profiles[m], specs[m], load_trace(traces[lvl]), g, args)
         row = compare_row(m, lvl, levels[lvl], predicted[(m, lvl)], med, spread, samples[(m, lvl)], adjusted, f,
-                          by_rounds, g)
+                          by_rounds, g, predicted_hour.get((m, lvl)))
         row["repeats"] = samples[(m, lvl)]
         row["phases"] = {"predicted": predicted[(m, lvl)]["phases"], "measured": samples[(m, lvl)][0]["phases"],
                          "fixed_batch": fixed_phases[m]}
@@ -311,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
               "noise_floor": noise_floors(rows), "targets_met": target_counts(rows),
               "drift": {"method": args.drift, "reference_s": reference, "what": DRIFT_WHAT[args.drift]},
+              "hour_drift": {**series_info, "what": "the speed-drift series of the fixed-batch runs made right before "
+                             "the measurement (one per mode), in place of the profile's: the hour_drift prediction"},
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
               "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),
               "wall_s": time.perf_counter() - t0, "traces": {k: str(v) for k, v in traces.items()}}

@@ -1,7 +1,8 @@
 """The calibration runs bench_load.py makes around its measurement, none of them a load run it predicts: the
 fixed-batch run of the same mode beside every load run (the machine's speed now against the profile, ``--drift
-beside``), the cell's drift from those or from the bare-forward probe, and the light-load run per mode that fits the
-slower rounds after an idle gap (``--after-idle fit``, calibration/fit_idle.py)."""
+beside``), the cell's drift from those or from the bare-forward probe, the light-load run per mode that fits the
+slower rounds after an idle gap (``--after-idle fit``, calibration/fit_idle.py), and the speed-drift series of the
+fixed-batch runs made right before the measurement (``hour_drift``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import numpy as np
 
 from bench.fidelity_stats import speed_drift
 from bench.load_phases import run_phases
+from calibration.fit_acceptance import RunRounds
+from calibration.fit_drift import speed_drift as speed_drift_series
 from calibration.fit_idle import after_idle
 from calibration.overheads import ExecutorCosts
 from calibration.profile import Profile
@@ -68,6 +71,21 @@ def fit_after_idle(profiles: dict[str, Profile], specs: dict[str, SpecConfig], i
     finally:
         trace.unlink(missing_ok=True)
     return out, fits
+
+
+def hour_drift(runs: dict[str, list[dict]]) -> tuple[list[float], dict]:
+    """The machine's speed-drift series (calibration/fit_drift.py) of the benchmark's own fixed-batch runs, one per
+    mode, made right before the measurement: (series, info). The profile's series is the calibration hour's, and
+    it sets the predicted p99 TPOT (2026-12-03: a calibration with an 80% noise floor over-predicted the p99 by
+    up to 47%); this one is the hour of the load runs. Empty where no run has enough rounds."""
+    return speed_drift_series([RunRounds(k=0, temperature=0.0, sampler_c=1.0, mode=m, rounds=rows)
+                               for m, rows in runs.items() if rows])
+
+
+def with_drift_series(profiles: dict[str, Profile], series: list[float]) -> dict[str, Profile]:
+    """Every mode's profile with its executor's speed-drift series replaced by ``series``."""
+    return {m: dataclasses.replace(p, executor=(p.executor if p.executor is not None else ExecutorCosts())
+                                   .with_drift(series)) for m, p in profiles.items()}
 
 
 def beside_speed(spec: SpecConfig, profile: Profile, ids: list[list[int]], args) -> float | None:

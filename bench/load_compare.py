@@ -57,19 +57,22 @@ def _verdicts(metric: str, predicted: float | None, measured: float | None, repe
 
 def compare_row(mode: str, level: str, qps: float, predicted: Mapping, measured: Mapping, spread: Mapping,
                 repeats: Sequence[Mapping] = (), adjusted: Mapping | None = None, drift: float | None = None,
-                round_adjusted: Mapping | None = None, round_speed: float | None = None) -> dict:
+                round_adjusted: Mapping | None = None, round_speed: float | None = None,
+                hour_drift: Mapping | None = None) -> dict:
     """One (mode, load) row: predicted, measured (median of ``repeats``), relative errors, the repeats' spread
     and range (the noise floor of this cell), the error beyond that range, whether each error is within issue
     16's target plainly and beyond noise, and the same for the ``adjusted`` (drift-adjusted: the speed probe's)
     and ``round_adjusted`` (at the speed the runs' own rounds ran: a diagnostic of the load model alone)
-    predictions."""
+    predictions, and the ``hour_drift`` one (the profile's drift series replaced by the one of the benchmark's own
+    calibration runs right before the measurement)."""
     row: dict = {"mode": mode, "level": level, "qps": qps, "drift": drift, "round_speed": round_speed}
     for m in METRICS:
         vals = [r.get(m) for r in repeats]
         finite = [x for x in vals if x is not None and math.isfinite(x)]
         row[m] = {**_verdicts(m, predicted.get(m), measured.get(m), vals), "measured": measured.get(m),
                   "spread": spread.get(m), "range": [min(finite), max(finite)] if finite else None}
-        for side, pred in (("drift_adjusted", adjusted), ("round_adjusted", round_adjusted)):
+        for side, pred in (("drift_adjusted", adjusted), ("round_adjusted", round_adjusted),
+                           ("hour_drift", hour_drift)):
             if pred is not None:
                 row[m][side] = _verdicts(m, pred.get(m), measured.get(m), vals)
     return row
@@ -83,7 +86,7 @@ def target_counts(rows: Sequence[Mapping]) -> dict:
         return {"met": sum(known), "of": len(known)}
 
     out: dict = {}
-    for side in ("plain", "drift_adjusted", "round_adjusted"):
+    for side in ("plain", "drift_adjusted", "round_adjusted", "hour_drift"):
         cells = {m: [r[m] if side == "plain" else r[m].get(side) for r in rows] for m in METRICS}
         if side != "plain" and all(c is None for cs in cells.values() for c in cs):
             continue

@@ -78,6 +78,21 @@ def _print_noise(r: dict) -> None:
           f"{_count(t.get('plain_beyond_noise'))}; drift-adjusted {_count(t.get('drift_adjusted'))}, beyond noise "
           f"{_count(t.get('drift_adjusted_beyond_noise'))}; at the rounds' own speed (rspd: a diagnostic of the "
           f"load model, not a prediction) {_count(t.get('round_adjusted'))}")
+    if "hour_drift" in t:
+        _print_hour(r)
+
+
+def _print_hour(r: dict) -> None:
+    """The prediction with the drift series of the benchmark's own fixed-batch runs (this hour's) in place of the
+    profile's (the calibration hour's): its errors per cell and the targets it meets."""
+    keys, t, h = ("tpot_p50_s", "tpot_p99_s", "throughput"), r["targets_met"], r.get("hour_drift") or {}
+    print(f"with this hour's drift series ({h.get('n', 0)} values of {h.get('n_runs', 0)} fixed-batch runs before the "
+          f"measurement, p1/p50/p99 " + "/".join(f"{v:.2f}" for v in h.get("p1_p50_p99", [])) + "): err p50 p99 tok/s")
+    for row in r["rows"]:
+        cells = [row[k].get("hour_drift") or {} for k in keys]
+        print(f"  {row['mode']:4} {row['level']:10} " + " ".join(_pct(c.get("rel_error")) for c in cells))
+    print(f"targets met with this hour's drift series: {_count(t.get('hour_drift'))}, beyond noise "
+          f"{_count(t.get('hour_drift_beyond_noise'))}")
 
 
 def print_result(r: dict) -> None:

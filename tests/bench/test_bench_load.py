@@ -93,6 +93,32 @@ def test_rows_count_targets_plainly_and_beyond_noise():
     assert by_rounds["round_speed"] == 1.4 and by_rounds["tpot_p50_s"]["round_adjusted"]["within_target"]
     assert target_counts([by_rounds])["round_adjusted"]["met"] == 3 and "drift_adjusted" not in target_counts([by_rounds])
     assert noise_floors([row])["throughput"]["max_spread"] == pytest.approx(8 / 104)
+    hour = compare_row("sd", "knee", 2.0, _cell(0.008, 0.0215, 120.0), med, spread, reps,
+                       hour_drift=_cell(0.0125, 0.0212, 103.0))
+    assert hour["tpot_p99_s"]["hour_drift"]["within_target"] and target_counts([hour])["hour_drift"]["met"] == 3
+    assert "hour_drift" not in target_counts([row])
+
+
+def test_hour_drift_is_the_series_of_the_runs_before_the_measurement():
+    """The fixed-batch runs' rounds give the drift series (calibration/fit_drift.py): a run whose rounds slow
+    to 2x halfway reads ~1 then ~2 (scaled so that rounds drawn at the series' clock average 1); too few rounds
+    give none; the profiles carry it in place of their own."""
+    from bench.load_calibrate import hour_drift, with_drift_series
+    from calibration.profile import load_preset
+
+    t, rows = 0.0, []
+    for i in range(400):
+        d = 0.002 if i < 200 else 0.004
+        rows.append({"round": i, "t0": t, "t1": t + d, "width": 2, "batch_index": 0})
+        t += d
+    series, info = hour_drift({"ar": rows, "sd": rows[:10]})
+    assert info["n_runs"] == 1 and len(series) == info["n"] > 100
+    lo, hi = series[5], series[-5]
+    assert hi / lo == pytest.approx(2.0, rel=0.02)
+    assert hour_drift({"ar": rows[:10]}) == ([], {"n_runs": 0})
+    prof = load_preset("cpu-tinypair")
+    got = with_drift_series({"ar": prof}, series)["ar"]
+    assert list(got.executor.drift) == pytest.approx(series) and got.target is prof.target
 
 
 def _bench_load():
@@ -172,6 +198,7 @@ def test_bench_load_smoke(tmp_path, monkeypatch):
     assert set(data["after_idle"]) == {"sd", "ssd"}
     assert all(f["idle_gaps"] >= 0 and isinstance(f["after_idle"], list) for f in data["after_idle"].values())
     assert not list(Path(tmp_path).glob("bench_load-idle-*"))
+    assert "n_runs" in data["hour_drift"]   # 4-token requests: too few rounds for a series, so no hour_drift side
 
 
 def test_bench_load_probe_drift_keeps_the_older_speed_probe(tmp_path):
