@@ -17,7 +17,8 @@ of its repeats' (mean of before and after), and the prediction is also given re-
 one, with its errors and targets. That is still a prediction: it reads calibration runs taken beside the load run,
 never the load run itself. A third prediction replaces the profile's speed-drift series (the calibration hour's,
 which sets the predicted p99) by the series of the fixed-batch runs made right before the measurement
-(``hour_drift``: this hour's; the same profile otherwise). ``--drift probe`` is the older probe (``speed_probe``: target and draft forwards of 4
+(``hour_drift``: one fixed-batch run per mode of all the benchmark's requests, after the other calibration steps; the
+same profile otherwise). ``--drift probe`` is the older probe (``speed_probe``: target and draft forwards of 4
 tokens, timed before and after every run and around this run's calibration steps; drift = median probe of the
 cell's repeats / of the calibration steps'), which on hosts whose speed swings read the box faster while its
 rounds ran slower (2026-12-02: 6 of 27 cells within the targets after it, against 20 of 27 plain).
@@ -62,6 +63,7 @@ from bench.load_calibrate import (  # noqa: E402
     cell_drift,
     fit_after_idle,
     hour_drift,
+    hour_drift_runs,
     run_once,
     with_drift_series,
 )
@@ -254,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
             mark()
         profiles = {m: p if rows is not None or prefills is None else with_timed_prefills(p, prefills, m)
                     for m, (p, rows) in fixed.items()}
-        series, series_info = hour_drift({m: rows for m, (_, rows) in fixed.items() if rows is not None})
         # the fixed-batch run's rounds charged as the load runs' are (SSD's not: its draft ran in this process)
         fixed_phases = {m: None if rows is None or m == "ssd" else
                         run_phases(rows, profiles[m], specs[m], float(np.mean(lens)), specs[m].backup == "fast")
@@ -270,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             cal = _stream(levels["light"] / IDLE_LONGER, max(IDLE_MIN_REQUESTS, args.requests // IDLE_LONGER), lens,
                           args.tokens * IDLE_LONGER, args.seed + IDLE_SEED)
             profiles, idle_fits = fit_after_idle(profiles, specs, ids, cal, args)
+        series, series_info = hour_drift(hour_drift_runs(specs, profiles, ids, args))   # this hour's drift
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -319,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,
               "noise_floor": noise_floors(rows), "targets_met": target_counts(rows),
               "drift": {"method": args.drift, "reference_s": reference, "what": DRIFT_WHAT[args.drift]},
-              "hour_drift": {**series_info, "what": "the speed-drift series of the fixed-batch runs made right before "
-                             "the measurement (one per mode), in place of the profile's: the hour_drift prediction"},
+              "hour_drift": {**series_info, "what": "the speed-drift series of one fixed-batch run per mode of all the "
+                             "benchmark's requests, right before the measurement, in place of the profile's: the "
+                             "hour_drift prediction"},
               "load_average_start": load0, "load_average_end": os.getloadavg(), "cpu_start": cpu0,
               "cpu_end": (cpu1 := cpu_times()), "steal_share": steal_share(cpu0, cpu1),
               "wall_s": time.perf_counter() - t0, "traces": {k: str(v) for k, v in traces.items()}}

@@ -73,11 +73,22 @@ def fit_after_idle(profiles: dict[str, Profile], specs: dict[str, SpecConfig], i
     return out, fits
 
 
+def hour_drift_runs(specs: dict[str, SpecConfig], profiles: dict[str, Profile], ids: list[list[int]],
+                    args) -> dict[str, list[dict]]:
+    """One fixed-batch run per mode of all the benchmark's requests (``args.requests`` of its prompts, cycled,
+    ``args.tokens`` each: about as long as a saturated load run, 1-3 s here), as the load runs run them (spawned
+    draft); their round rows. The acceptance runs before them are too short for a series (2026-12-03: 26 values)."""
+    prompts = [ids[i % len(ids)] for i in range(args.requests)]
+    return {m: run_once(spec, profiles[m], prompts, args.tokens, args).measurements.rounds
+            for m, spec in specs.items()}
+
+
 def hour_drift(runs: dict[str, list[dict]]) -> tuple[list[float], dict]:
     """The machine's speed-drift series (calibration/fit_drift.py) of the benchmark's own fixed-batch runs, one per
-    mode, made right before the measurement: (series, info). The profile's series is the calibration hour's, and
-    it sets the predicted p99 TPOT (2026-12-03: a calibration with an 80% noise floor over-predicted the p99 by
-    up to 47%); this one is the hour of the load runs. Empty where no run has enough rounds."""
+    mode, made right before the measurement (``hour_drift_runs``): (series, info). The profile's series is the
+    calibration hour's, and it sets the predicted p99 TPOT (2026-12-03: a calibration with an 80% noise floor
+    over-predicted the p99 by up to 47%); this one is the hour of the load runs. Empty where no run has enough
+    rounds."""
     return speed_drift_series([RunRounds(k=0, temperature=0.0, sampler_c=1.0, mode=m, rounds=rows)
                                for m, rows in runs.items() if rows])
 
