@@ -5,7 +5,9 @@ simpy engines in saguaro_sim/sim/ charge) and an SSD round composes them as anal
 for the reply protocol, with the verifier's own gap (Profile.verifier_gap_s) as the floor the engine keeps.
 Round jitter (profile.executor.jitter: measured (verification, draft-side) multipliers of single rounds, mean 1
 each) scales a round's target-side and draft-side parts apart (``RoundCost.jittered``); the SSD round is then
-the longer of its two overlapped sides, so its mean grows where they are balanced, as in saguaro_sim/sim/ssd.py.
+the longer of its two overlapped sides, so its mean grows where they are balanced, as in saguaro_sim/sim/ssd.py;
+where the draft shares the target's host (``sharing``, saguaro_sim/shared.py) the jittered sides slow each other
+as the flat round does (concurrent: both by ``slowdown`` while they overlap; time-sliced: in turn).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class RoundCost:
     down_s: float = 0.0         # SSD: speculation message
     backup_s: float = 0.0       # SSD: the backup speculation a missed round adds
     loop_s: float = 0.0         # AR / SD: the executor's bookkeeping between rounds (in base_s; not jittered)
+    sharing: str = "none"       # SSD: the draft beside the target on one host ("concurrent" / "time-sliced")
+    slowdown: float = 1.0       # SSD concurrent: both sides this many times slower while they overlap
 
     def jittered(self, jv: np.ndarray, jb: np.ndarray, missed: np.ndarray | None) -> np.ndarray:
         """Per-round seconds with the target side scaled by ``jv`` and the draft side by ``jb`` (arrays of
@@ -53,13 +57,24 @@ class RoundCost:
             t += self.loop_s
             return t
         target = jv * self.verify_s                   # in place below: this runs once per stretch of rounds
-        target += self.up_s
-        t = jb * self.side_s
-        np.maximum(t, target, out=t)
-        if missed is not None and self.miss_s and missed.any():
+        side = jb * self.side_s
+        miss = missed is not None and bool(self.miss_s) and bool(missed.any())
+        if miss:
             at = np.flatnonzero(missed)
-            j = jb[at]
-            t[at] = np.maximum(target[at], j * self.side_miss_s) + j * self.backup_s
+            side[at] = jb[at] * self.side_miss_s
+        if self.sharing == "time-sliced":             # the build and the verification take turns
+            t = target + self.up_s
+            t += side
+        else:
+            if self.sharing == "concurrent":          # both slower by the same seconds while they overlap
+                extra = np.minimum(target, side)
+                extra *= self.slowdown - 1.0
+                target += extra
+                side += extra
+            target += self.up_s
+            t = np.maximum(side, target)
+        if miss:
+            t[at] += jb[at] * self.backup_s
         t += self.down_s
         gap = self.floor_s - self.verify_s            # the verifier's own gap: binds only beyond the messages
         if gap > self.up_s + self.down_s:
@@ -81,7 +96,7 @@ def round_cost(profile: Profile, spec: SpecConfig, batch: int, context: float, f
     miss_s = ssd_round_time(rt, 0.0, 1) - hit_s   # some row missed: the backup speculation follows
     return RoundCost(hit_s, miss_s, rt.verify + profile.verifier_gap_s, rt.verify, rt.build,
                      0.0 if fast else rt.backup, "ssd", rt.verify, rt.build, rt.build_miss, rt.msg_up, rt.msg_down,
-                     rt.backup)
+                     rt.backup, sharing=rt.sharing, slowdown=rt.slowdown)
 
 
 def prefill_cost(profile: Profile, spec: SpecConfig, rows: int, prompt_tokens: float,
