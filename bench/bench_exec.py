@@ -181,7 +181,7 @@ def _x(v: float | None) -> str:
 
 
 def table(result: dict) -> str:
-    head = f"{'batch':>5} {'T':>4} {'mode':>9} {'tok/s':>8} {'xAR':>5} {'xSD':>5} {'bestxSD':>7} {'tok/rnd':>7} " \
+    head = f"{'batch':>5} {'T':>4} {'mode':>9} {'tok/s':>8} {'xAR':>5} {'xSD':>5} {'bestxSD':>7} {'paired':>7} {'tok/rnd':>7} " \
            f"{'hit':>5} {'wait':>5} {'ceil':>8} {'%ceil':>6} {'%bound':>6}"
     lines = [head]
     for r in result["rows"]:

@@ -41,7 +41,10 @@ def test_headline_and_targets_are_medians(tmp_path, capsys):
                                                               / rows["sd"]["phase_ms"]["verify"])
     assert targets["ssd_verify_vs_sd_same_k"] == rows["ssd"]["verify_vs_sd_same_k"]
     assert rows["sd"]["verify_vs_sd_same_k"] is None
-    assert "targets (batch 1, T=0, medians;" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "targets (batch 1, T=0, medians;" in printed
+    head, *lines = printed[printed.index("batch    T"):].splitlines()[:4]
+    assert all(len(line.split()) == len(head.split()) for line in lines)   # a title over every column
 
 
 def test_without_ar_the_speed_ups_over_ar_are_left_out(tmp_path):
