@@ -62,6 +62,8 @@ class RoundCost:
         if miss:
             at = np.flatnonzero(missed)
             side[at] = jb[at] * self.side_miss_s
+        gap = self.floor_s - self.verify_s            # the verifier's own gap: binds only beyond the messages
+        floor = target + gap if gap > self.up_s + self.down_s else None
         if self.sharing == "time-sliced":             # the build and the verification take turns
             t = target + self.up_s
             t += side
@@ -76,9 +78,8 @@ class RoundCost:
         if miss:
             t[at] += jb[at] * self.backup_s
         t += self.down_s
-        gap = self.floor_s - self.verify_s            # the verifier's own gap: binds only beyond the messages
-        if gap > self.up_s + self.down_s:
-            np.maximum(t, target + (gap - self.up_s), out=t)
+        if floor is not None:
+            np.maximum(t, floor, out=t)
         return t
 
 def round_cost(profile: Profile, spec: SpecConfig, batch: int, context: float, fast: bool) -> RoundCost:

@@ -103,7 +103,7 @@ def test_rounds_after_an_idle_gap_pay_the_profiles_extra_shares():
     assert off.tpot_s["p50"] == pytest.approx(a.tpot_s["p50"], rel=1e-9)
 
 
-@pytest.mark.parametrize("case", ["separate", "beside", "time-sliced"])
+@pytest.mark.parametrize("case", ["separate", "beside", "time-sliced", "gap"])
 def test_unit_jitter_round_is_the_flat_round_wherever_the_draft_runs(case):
     """Multipliers of 1 give the flat round exactly, hit or miss, also where the draft slows the verification beside
     it on one host (profile.beside_slowdown > 1: both sides slower while they overlap) or takes turns with it:
@@ -111,15 +111,18 @@ def test_unit_jitter_round_is_the_flat_round_wherever_the_draft_runs(case):
     load TPOT 5-15% fast in every cell of four load runs (2026-12-03)."""
     from saguaro_sim.load.costs import round_cost
 
-    prof = dataclasses.replace(BASE, beside_slowdown=1.3) if case == "beside" else BASE
+    prof = {"beside": dataclasses.replace(BASE, beside_slowdown=1.3),      # gap: the verifier's own gap binds
+            "gap": dataclasses.replace(BASE, beside_slowdown=1.3, verifier_gap_s=0.02)}.get(case, BASE)
     spec = SpecConfig(mode="ssd", k=3, budget=8, backup="neural",
                       **({"placement": "shared", "sharing": "time-sliced"} if case == "time-sliced" else {}))
     one = np.ones(3)
     for width in (1, 4):
         c = round_cost(prof, spec, width, 48.0, False)
-        assert c.sharing == {"separate": "none", "beside": "concurrent", "time-sliced": "time-sliced"}[case]
+        assert c.sharing == {"separate": "none", "time-sliced": "time-sliced"}.get(case, "concurrent")
         got = c.jittered(one.copy(), one.copy(), np.array([False, True, False]))
-        assert got == pytest.approx([c.base_s, c.base_s + c.miss_s, c.base_s], rel=1e-12)
+        hit, miss = max(c.base_s, c.floor_s), max(c.base_s + c.miss_s, c.floor_s)
+        assert got == pytest.approx([hit, miss, hit], rel=1e-12)
+        assert (c.floor_s > c.base_s + c.miss_s) == (case == "gap")
     if case == "beside":   # and the slowdown counts: the same profile without it is faster
         flat = round_cost(BASE, spec, 4, 48.0, False)
         assert flat.jittered(one.copy(), one.copy(), None)[0] < c.jittered(one.copy(), one.copy(), None)[0]
