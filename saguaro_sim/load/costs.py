@@ -74,7 +74,7 @@ class RoundCost:
                 target += extra
                 side += extra
             target += self.up_s
-            t = np.maximum(side, target)
+            t = np.maximum(side, target, out=side)
         if miss:
             t[at] += jb[at] * self.backup_s
         t += self.down_s
