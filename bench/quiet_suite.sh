@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: warm exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity load sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: warm exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity refit load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,8 +8,9 @@ OUT=${1:?OUT_DIR}; shift
 mkdir -p "$OUT"
 PY=${PY:-.venv/bin/python}
 R=${REPEATS:-5}     # repeats of every executor and load step (more on a host whose speed swings)
-# LOAD_PROFILE: the profile bench_load predicts with (default the shipped cpu-tinypair; a refit from this run's
-# fidelity step is the same-day calibration)
+# LOAD_PROFILE: the profile bench_load predicts with (default the shipped cpu-tinypair); the refit step (after
+# fidelity, same OUT_DIR) fits cpu-tinypair on the fidelity runs and sets it for the steps after it: the same-day
+# calibration, so one call runs a pass: warm fidelity refit load exec_...
 export PYTHONPATH=$PWD
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(warm exec_deep exec_deep4 exec_tiny handoff peers fidelity load sim demo)
 SETTLE=${SETTLE:-90}   # seconds a step waits at most for the 1-minute load average to fall below 1: it lags the
@@ -61,6 +62,9 @@ for s in "${steps[@]}"; do
     handoff)   $PY bench/bench_handoff.py --repeats 3 --gc on,freeze --out "$OUT/bench_handoff.json" > "$OUT/bench_handoff.txt" 2>&1 ;;
     peers)     $PY bench/bench_peers.py --no-progress --out "$OUT/bench_peers.json" > "$OUT/bench_peers.txt" 2>&1 ;;
     fidelity)  $PY bench/bench_fidelity.py --repeats 5 --save "$OUT/fidelity-runs" --out "$OUT/fidelity.json" > "$OUT/fidelity.txt" 2>&1 ;;
+    refit)     $PY -m saguaro calibrate "$OUT"/fidelity-runs/grid*.json "$OUT"/fidelity-runs/calib_*_p*.json --name cpu-tinypair \
+                 -o "$OUT/refit-profiles/cpu-tinypair.json" > "$OUT/refit.txt" 2>&1 \
+                 && export LOAD_PROFILE="$OUT/refit-profiles/cpu-tinypair.json" ;;
     load)      $PY bench/bench_load.py ${LOAD_PROFILE:+--profile "$LOAD_PROFILE"} --repeats $R --no-progress --out "$OUT/bench_load.json" > "$OUT/bench_load.txt" 2>&1 ;;
     demo)      make demo > "$OUT/demo.txt" 2>&1 ;;
     sim)       $PY bench/bench_sim.py --out "$OUT/bench_sim.json" > "$OUT/bench_sim.txt" 2>&1 ;;
