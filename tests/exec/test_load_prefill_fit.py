@@ -119,3 +119,18 @@ def test_a_residual_falling_with_the_tokens_is_fitted_while_the_charge_grows(mod
     else:
         assert lines["prefill"][1] == 0.0                        # flat: the charge keeps the model's growth
         assert charged == sorted(charged) and sum(charged) == pytest.approx(sum(s for _, _, s in pts), rel=1e-6)
+
+
+def test_a_slow_spell_at_one_row_count_never_fits_a_prefill_that_costs_nothing():
+    """One row count timed in a slow spell (a loaded CI, 2026-12-03: 3 rows 21.6 ms against 0.79 / 0.95 ms for 1
+    and 2) tilted the least-squares line to charge the 1-row prefill -2.6 ms, which prefill_cost clipped to 0,
+    so the charge came out above what the prefills measured; the fit falls back to the flat mean instead."""
+    from calibration.fit_prefill import fit_prefill_points
+
+    pts = [(1, 29.0, 0.788e-3), (2, 33.5, 0.950e-3), (3, 28.3, 21.619e-3)]
+    lines, _ = fit_prefill_points(BARE.target, BARE.draft, pts)
+    prof = dataclasses.replace(BARE, executor=with_prefill(None, lines))
+    ar = SpecConfig(mode="ar", k=0, budget=0)
+    charged = [prefill_cost(prof, ar, b, n)[0] for b, n, _ in pts]
+    assert min(charged) > 0 and lines["prefill"][1] == 0.0
+    assert sum(charged) == pytest.approx(sum(s for _, _, s in pts), rel=1e-9)
