@@ -128,5 +128,10 @@ def print_result(r: dict) -> None:
         fmt = lambda q: "none in range" if q is None else f"{q:.2f} req/s"  # noqa: E731
         print(f"SD vs SSD (p99 TPOT): crossover predicted {fmt(c['predicted_qps'])}, measured "
               f"{fmt(c['measured_qps'])}; winners per level agree {c['levels_agreeing']} (same side: {c['same_side']})")
+        sig = [f"{m['level']} {m['paired']['b_lower']}/{m['paired']['n']} (p {m['paired']['p']:.3f})"
+               for m in c["measured"] if m.get("paired")]
+        if sig:
+            print(f"  measured winners, paired repeats (SSD lower / pairs, sign test): {', '.join(sig)}; where p < "
+                  f"0.05 the prediction agrees {c.get('significant_levels_agreeing', '-')}")
     print(f"load average {r['load_average_start'][0]:.2f} -> {r['load_average_end'][0]:.2f}, steal "
           f"{_pct(r['steal_share'])}, {r['wall_s']:.0f} s")

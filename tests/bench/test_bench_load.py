@@ -56,6 +56,26 @@ def test_crossover_interpolates_in_log_ratio_and_checks_sides():
     assert crossover_qps([{"qps": 1.0, "ratio": 0.5}, {"qps": 2.0, "ratio": 0.8}]) is None
 
 
+def test_measured_winners_carry_a_paired_sign_test_over_the_repeats():
+    """SSD lower in 7 of 7 paired repeats is a winner (two-sided p = 2 / 128); 4 of 7 is not, though its median
+    names one: the crossover counts agreement apart where the measurement supports a winner."""
+    def reps(vals):
+        return [{"tpot_p99_s": v} for v in vals]
+
+    sd_o, ssd_o = [2.6, 2.9, 3.2, 3.2, 3.3, 2.4, 2.8], [1.9, 2.0, 2.2, 2.6, 2.3, 2.2, 2.4]
+    sd_k, ssd_k = [2.0, 2.8, 2.2, 2.3, 3.0, 2.3, 2.3], [2.6, 2.1, 2.0, 2.6, 2.4, 2.5, 2.5]
+    rows = [_row("sd", "knee", 1.0, 1.0, 2.3), _row("ssd", "knee", 1.0, 1.1, 2.5),
+            _row("sd", "overloaded", 2.0, 1.0, 2.9), _row("ssd", "overloaded", 2.0, 1.1, 2.2)]
+    for r, v in zip(rows, (sd_k, ssd_k, sd_o, ssd_o)):
+        r["repeats"] = reps(v)
+    c = crossover(rows)
+    knee, over = c["measured"]
+    assert over["paired"] == {"b_lower": 7, "n": 7, "p": pytest.approx(2 / 128), "significant": True}
+    assert knee["paired"]["b_lower"] == 3 and not knee["paired"]["significant"]
+    assert c["levels_agreeing"] == "1/2" and c["significant_levels_agreeing"] == "0/1"
+    assert "paired" not in c["predicted"][0]
+
+
 def test_beyond_noise_is_the_distance_to_the_repeats_range():
     reps = [0.9, 1.0, 1.2]                                   # median 1.0
     assert beyond_repeats(1.1, reps, 1.0) == 0.0             # inside the range
