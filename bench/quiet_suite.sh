@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The executor/planner measurements of one session, in the order they decide things, on a quiet box.
-# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: warm exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity refit load sim demo)
+# Usage: bash bench/quiet_suite.sh OUT_DIR [steps...]   (steps: warm exec_deep exec_deep_opt exec_deep07_opt exec_deep4_opt exec_tiny_opt exec_deep07_wide exec_deep_fast07 exec_deep4 exec_tiny handoff peers fidelity refit load sim demo)
 # Each step logs the load average and CPU steal (/proc/stat over 3 s) before it starts into OUT_DIR/load.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,16 +29,17 @@ quiet() {
   echo "$(date -u +%FT%TZ) $1 load $(cut -d' ' -f1-3 /proc/loadavg) steal $(awk -v a=$((st-s1)) -v b=$((t2-t1)) 'BEGIN{printf "%.2f%%", 100*a/b}')" | tee -a "$OUT/load.log"
 }
 DEEP=saguaro_exec/assets/tiny/target-deep
-# The optimizer's own SSD choice at temperature $1 and batch $3 (default 1) (autotune on the deep pair: fresh
-# profile, simulated best SSD), measured beside AR and SD at K 3-6 (the lean draft step moved its best K to 5-6),
-# medians of $R interleaved repeats; $2 names the outputs.
+TINY=saguaro_exec/assets/tiny/target
+# The optimizer's own SSD choice at temperature $1 and batch $3 (default 1) (autotune on the pair $4, default the
+# deep one: fresh profile, simulated best SSD), measured beside AR and SD at K 3-6 (the lean draft step moved its
+# best K to 5-6; $5: other SD rows), medians of $R interleaved repeats; $2 names the outputs.
 opt_step() {
-  local b=${3:-1} at="$OUT/autotune_T$1${3:+_b$3}"
-  $PY -m saguaro autotune --target $DEEP --temperature "$1" --batch-size "$b" --out "$at" > "$at.txt" 2>&1
+  local b=${3:-1} tgt=${4:-$DEEP} sd=${5:-sd@3,sd@4,sd@5,sd@6} at="$OUT/autotune_T$1${3:+_b$3}${4:+_tiny}"
+  $PY -m saguaro autotune --target "$tgt" --temperature "$1" --batch-size "$b" --out "$at" > "$at.txt" 2>&1
   read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$at/autotune.json")
   echo "optimizer's SSD choice at T=$1 b=$b: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
-  $PY bench/bench_exec.py --target $DEEP --batches "$b" --temps "$1" --repeats $R \
-    --modes ar,sd@3,sd@4,sd@5,sd@6,ssd --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
+  $PY bench/bench_exec.py --target "$tgt" --batches "$b" --temps "$1" --repeats $R \
+    --modes "ar,$sd,ssd" --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
 }
 for s in "${steps[@]}"; do
   quiet "start $s"
@@ -49,6 +50,7 @@ for s in "${steps[@]}"; do
     exec_deep_opt)   opt_step 0 bench_exec_deep_optimizer ;;
     exec_deep07_opt) opt_step 0.7 bench_exec_deep07_optimizer ;;
     exec_deep4_opt)  opt_step 0 bench_exec_deep4_optimizer 4 ;;
+    exec_tiny_opt)   opt_step 0 bench_exec_tiny_optimizer 1 "$TINY" sd@2,sd@3,sd@4 ;;   # the tiny pair's SD peaks at K 2-3
     exec_deep07_wide) $PY bench/bench_exec.py --target $DEEP --batches 1 --temps 0.7 --repeats $R \
                  --modes ar,sd@4,sd@5,ssd@4,ssd@5 --budget 32 --backup neural \
                  --out "$OUT/bench_exec_deep07_wide.json" > "$OUT/bench_exec_deep07_wide.txt" 2>&1 ;;
