@@ -56,7 +56,7 @@ def _fit(points: list[tuple[int, float, float]], model) -> tuple[list[float], di
 
 def _charges(model, points: list[tuple[int, float, float]], line: list[float]) -> list[float]:
     """What saguaro_sim.load.costs.prefill_cost charges each fitted prefill before its clip at 0. Why check: one
-    row count timed in a slow spell of the host (2026-12-03, a loaded CI: 3 rows 21.6 ms against 0.8-1.0 ms for
+    row count timed in a slow spell of the host (2026-12-03, beside three busy loops: 3 rows 21.6 ms against 0.8-1.0 ms for
     1 and 2) tilts the least-squares line so far that it charges the 1-row prefill -2.6 ms; the clip then raised
     the charge above what the prefills measured, and a prefill costing nothing is no fit. The flat mean keeps
     the sum (its residuals add to 0) and the model's growth."""

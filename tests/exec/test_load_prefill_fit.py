@@ -122,7 +122,7 @@ def test_a_residual_falling_with_the_tokens_is_fitted_while_the_charge_grows(mod
 
 
 def test_a_slow_spell_at_one_row_count_never_fits_a_prefill_that_costs_nothing():
-    """One row count timed in a slow spell (a loaded CI, 2026-12-03: 3 rows 21.6 ms against 0.79 / 0.95 ms for 1
+    """One row count timed in a slow spell (beside three busy loops, 2026-12-03: 3 rows 21.6 ms against 0.79 / 0.95 ms for 1
     and 2) tilted the least-squares line to charge the 1-row prefill -2.6 ms, which prefill_cost clipped to 0,
     so the charge came out above what the prefills measured; the fit falls back to the flat mean instead."""
     from calibration.fit_prefill import fit_prefill_points
