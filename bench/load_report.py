@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bench.load_compare import TARGETS
+from bench.load_compare import SIGN_ALPHA, TARGETS
 
 
 def plot(path: Path, rows: list[dict], modes: list[str]) -> Path:
@@ -132,6 +132,6 @@ def print_result(r: dict) -> None:
                for m in c["measured"] if m.get("paired")]
         if sig:
             print(f"  measured winners, paired repeats (SSD lower / pairs, sign test): {', '.join(sig)}; where p < "
-                  f"0.05 the prediction agrees {c.get('significant_levels_agreeing', '-')}")
+                  f"{SIGN_ALPHA} the prediction agrees {c.get('significant_levels_agreeing', '-')}")
     print(f"load average {r['load_average_start'][0]:.2f} -> {r['load_average_end'][0]:.2f}, steal "
           f"{_pct(r['steal_share'])}, {r['wall_s']:.0f} s")

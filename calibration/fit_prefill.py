@@ -40,31 +40,22 @@ def prefill_rows(run: RunRounds) -> list[tuple[int, float, float]]:
 def _fit(points: list[tuple[int, float, float]], model) -> tuple[list[float], dict]:
     """Line of residual seconds (measured - model) against cached tokens (rows x (prompt - 1), the prompt rounded
     as saguaro_sim.load.costs.prefill_cost rounds it), per token count."""
+    shapes = [(rows, max(1, round(prompt) - 1), secs) for rows, prompt, secs in points]   # (rows, cached, s)
     by: dict[float, list[float]] = {}
-    for rows, prompt, secs in points:
-        cached = max(1, round(prompt) - 1)
+    for rows, cached, secs in shapes:
         by.setdefault(float(rows * cached), []).append(secs - model(rows, cached))
     xs = np.asarray(sorted(by))
     ys = np.asarray([np.mean(by[x]) for x in xs])
     ns = np.asarray([len(by[x]) for x in xs], float)
     line = _line(xs, ys, ns, min_slope=-_model_slope(model, xs))
-    if line[1] and min(_charges(model, points, line)) <= 0:
+    if line[1] and min(model(b, c) + line[0] + line[1] * b * c for b, c, _ in shapes) <= 0:
+        # what prefill_cost charges a fitted prefill before its clip at 0: one row count timed in a slow spell
+        # (2026-12-03, beside three busy loops: 3 rows 21.6 ms against 0.8-1.0 ms for 1 and 2) tilted the line
+        # to charge the 1-row prefill -2.6 ms, the clip raised the charges above what the prefills measured, and
+        # a prefill costing nothing is no fit; the flat mean keeps the sum (its residuals add to 0)
         line = [float(np.average(ys, weights=ns)), 0.0]
     return line, {"n": len(points), "line": line, "tokens": [float(xs.min()), float(xs.max())],
                   "mean_residual_s": float(np.average(ys, weights=ns))}
-
-
-def _charges(model, points: list[tuple[int, float, float]], line: list[float]) -> list[float]:
-    """What saguaro_sim.load.costs.prefill_cost charges each fitted prefill before its clip at 0. Why check: one
-    row count timed in a slow spell of the host (2026-12-03, beside three busy loops: 3 rows 21.6 ms against 0.8-1.0 ms for
-    1 and 2) tilts the least-squares line so far that it charges the 1-row prefill -2.6 ms; the clip then raised
-    the charge above what the prefills measured, and a prefill costing nothing is no fit. The flat mean keeps
-    the sum (its residuals add to 0) and the model's growth."""
-    out = []
-    for rows, prompt, _ in points:
-        cached = max(1, round(prompt) - 1)
-        out.append(model(rows, cached) + line[0] + line[1] * rows * cached)
-    return out
 
 
 def _model_slope(model, xs: np.ndarray) -> float:
