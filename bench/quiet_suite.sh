@@ -32,10 +32,14 @@ DEEP=saguaro_exec/assets/tiny/target-deep
 TINY=saguaro_exec/assets/tiny/target
 # The optimizer's own SSD choice at temperature $1 and batch $3 (default 1) (autotune on the pair $4, default the
 # deep one: fresh profile, simulated best SSD), measured beside AR and SD at K 3-6 (the lean draft step moved its
-# best K to 5-6; $5: other SD rows), medians of $R interleaved repeats; $2 names the outputs.
+# best K to 5-6; $5: other SD rows), medians of $R interleaved repeats; $2 names the outputs. The autotune runs
+# bench_exec's workload (its 4 prompts x 128 tokens): the contexts set the verification's cost, so the budget the
+# build can hide (until session 19 it tuned for 8 x 96, where the verification ran 0.6 ms shorter).
 opt_step() {
   local b=${3:-1} tgt=${4:-$DEEP} sd=${5:-sd@3,sd@4,sd@5,sd@6} at="$OUT/autotune_T$1${3:+_b$3}${4:+_tiny}"
-  $PY -m saguaro autotune --target "$tgt" --temperature "$1" --batch-size "$b" --out "$at" > "$at.txt" 2>&1
+  $PY -c "import json, sys; from saguaro_exec.io.prompts import BUILTIN_PROMPTS as P; json.dump(P[:4], open(sys.argv[1], 'w'))" "$OUT/bench_prompts.json"
+  $PY -m saguaro autotune --target "$tgt" --temperature "$1" --batch-size "$b" --prompt-file "$OUT/bench_prompts.json" \
+    --max-new-tokens 128 --out "$at" > "$at.txt" 2>&1
   read -r K F B C < <($PY -c "import json,sys; c=next(x['spec'] for x in json.load(open(sys.argv[1]))['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$at/autotune.json")
   echo "optimizer's SSD choice at T=$1 b=$b: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
   $PY bench/bench_exec.py --target "$tgt" --batches "$b" --temps "$1" --repeats $R \

@@ -22,6 +22,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--batch-size", type=integer(), default=1, help="sequences decoded together (default 1)")
     p.add_argument("--temperature", type=number(), default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--prompt", action="append", help="a prompt to tune for (repeatable; default: the built-in set)")
+    p.add_argument("--prompt-file", metavar="FILE",
+                   help="prompts to tune for, as `saguaro run` reads them: .json list, .jsonl, or one per line")
     p.add_argument("--max-new-tokens", type=integer(), help="tokens generated per prompt (default 96; 20 with --quick)")
     p.add_argument("--objective", default="latency", help="latency | throughput (default latency)")
     p.add_argument("--threads", type=integer(1, 1024), default=1, help="torch threads per process in all runs (default 1)")
@@ -34,6 +37,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+def prompts_from(args: argparse.Namespace) -> list | None:
+    """The --prompt / --prompt-file prompts (read as `saguaro run` reads them), None for the built-in set: the
+    optimizer picks K and fan-out for this workload, whose context lengths set the verification's cost."""
+    if args.prompt is None and args.prompt_file is None:
+        return None
+    from calibration.errors import ConfigError
+    from saguaro_exec import RunConfig
+
+    if args.prompt is not None and args.prompt_file is not None:
+        raise ConfigError("--prompt-file", "given together with --prompt", "one of --prompt | --prompt-file")
+    with flag_errors({"prompts": "--prompt" if args.prompt_file is None else "--prompt-file",
+                      "prompt_file": "--prompt-file"}):
+        return RunConfig(prompts=args.prompt, prompt_file=args.prompt_file).load_prompts()
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the loop and print the predicted-vs-measured table."""
     from calibration.errors import ConfigError
@@ -42,9 +60,11 @@ def main(args: argparse.Namespace) -> int:
     check_checkpoint_flags(args)
     if args.objective not in ("latency", "throughput"):
         raise ConfigError("--objective", f"unknown value {args.objective!r}", "latency | throughput")
+    prompts = prompts_from(args)
     with flag_errors(("batch_size", "temperature", "max_new_tokens", "threads", "seed", "repeats")):
         rep = autotune(args.out, target=args.target, draft=args.draft, device=args.device, quick=args.quick,
                        batch_size=args.batch_size, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                       prompts=prompts,
                        seed=args.seed, threads=args.threads, objective=args.objective,
                        progress=not args.json and sys.stderr.isatty(), repeats=args.repeats)
     if args.json:

@@ -84,3 +84,18 @@ def test_autotune_bad_input_names_the_flag(tmp_path, capsys):
     assert cli(["autotune", "--out", str(tmp_path / "r"), "--batch-size", "0"]) == 2
     assert "--batch-size" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_autotune_reads_the_prompts_it_tunes_for(tmp_path):
+    """--prompt-file is read as `saguaro run` reads it (one per line here), --prompt as given; neither: the
+    built-in set (None), so the optimizer tunes for the workload that will run."""
+    import argparse
+
+    from saguaro.commands.autotune import prompts_from
+
+    f = tmp_path / "prompts.txt"
+    f.write_text("def f(x):\\n    return x\nimport os\n")
+    ns = argparse.Namespace
+    assert prompts_from(ns(prompt=None, prompt_file=str(f))) == ["def f(x):\n    return x", "import os"]
+    assert prompts_from(ns(prompt=["a b", "c"], prompt_file=None)) == ["a b", "c"]
+    assert prompts_from(ns(prompt=None, prompt_file=None)) is None

@@ -92,6 +92,9 @@ CASES = [
     ("profile --ks 0,x --quick", "--ks"),
     ("autotune --batch-size 0 --quick", "--batch-size"),
     ("autotune --target {missing} --quick", "--target"),
+    ("autotune --prompt-file {missing} --quick", "--prompt-file"),
+    ("autotune --prompt-file {corrupt} --quick", "--prompt-file"),
+    ("autotune --prompt x --prompt-file {corrupt} --quick", "--prompt-file"),
     ("report {missing}", "no-such-thing"),
 ]
 if not torch.cuda.is_available():

@@ -75,8 +75,9 @@ def run(profile, **kw):
 
 
 def test_budgets_and_cs():
-    assert budgets_for(3, 256) == [4, 8, 16, 32, 64, 128, 256]
-    assert budgets_for(4, 40) == [5, 8, 10, 16, 20, 32, 40]
+    assert budgets_for(3, 256) == [4, 8, 12, 16, 20, 24, 32, 48, 64, 128, 256]
+    assert budgets_for(4, 40) == [5, 8, 10, 15, 16, 20, 25, 30, 32, 40]
+    assert budgets_for(7, 64) == [8, 16, 24, 32, 40, 48, 64]
     assert budgets_for(10, 5) == [5]
     prof = toy_profile().with_(hits=HitCurve.power_law(0.3, 0.5, c_effect={0.5: 0.7}),
                                acceptance=AcceptanceModel.geometric(0.8, c_effect={0.25: 0.8}))
