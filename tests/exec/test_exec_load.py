@@ -62,9 +62,9 @@ def test_sparse_trace_ttft_is_prefill_plus_first_round(tmp_path):
         first = next(r for r in rows if r["seq"] == [rid])
         assert first["refill"] == [rid]
         own = first["prefill_s"] + (first["t1"] - first["t0"])
-        # 1e-5 s below: the TTFT and the phases are stamped by separate perf_counter reads (CI, 2026-12-04:
-        # a TTFT 1.8 us under its prefill + first round)
-        assert own - 1e-5 <= ttft <= own + 0.05, (rid, ttft, own)
+        # 0.1 ms below (3% of it): the TTFT and the phases are stamped by separate perf_counter reads (CI,
+        # 2026-12-04: TTFTs 1.8 and 14.7 us under their prefill + first round)
+        assert own - 1e-4 <= ttft <= own + 0.05, (rid, ttft, own)
 
 
 def test_request_metrics_follow_the_simulator_definitions():
