@@ -62,6 +62,7 @@ class BatchState:
             self.rows = [(np.cumsum(p).tolist(), np.cumsum(q).tolist(), lists[id(t)]) for p, q, t in rows]
             self._row_rng = rng.spawn(1)[0]   # a child stream: the shared draws stay as without rows
             self._deck: list[int] = []
+            self._dealt = 0
             self.kind = [self._new_kind() for _ in range(b)]
 
     @property
@@ -90,9 +91,18 @@ class BatchState:
 
     def _new_kind(self) -> int:
         """The next request's curve: dealt from shuffled decks of the whole pool (without replacement), so a
-        few requests already cover the fitted spread instead of missing its rare slow rows by chance."""
+        few requests already cover the fitted spread instead of missing its rare slow rows by chance. The
+        requests left when fewer than a deck remain take evenly spaced quantiles of the (sorted) pool: four
+        requests drawn at random from 16 quantiles put one autotune's tokens per round 14% above the fitted
+        curve's (4.16 against 3.65); spaced, they keep its spread and its mean."""
         if not self._deck:
-            self._deck = self._row_rng.permutation(len(self.rows)).tolist()
+            m, left = len(self.rows), self.num_sequences - self._dealt
+            if left >= m:
+                self._deck = self._row_rng.permutation(m).tolist()
+            else:
+                spaced = [min(m - 1, int((i + 0.5) * m / left)) for i in range(max(1, left))]
+                self._deck = [spaced[i] for i in self._row_rng.permutation(len(spaced))]
+        self._dealt += 1
         return self._deck.pop()
 
     def _draw(self) -> None:

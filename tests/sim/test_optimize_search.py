@@ -218,8 +218,12 @@ def test_confirm_workload_keeps_mean_context():
     assert (wl.num_sequences, wl.output_tokens) == (64, 256)
     assert wl.prompt_tokens + wl.output_tokens / 2 == 128 + 1024 / 2
     assert confirm_workload(Workload(num_sequences=100, output_tokens=1024), 1).num_sequences == 32  # 8192 tokens
-    small = Workload(num_sequences=2, output_tokens=64)
-    assert confirm_workload(small, 8) == small
+    mid = Workload(num_sequences=8, output_tokens=1024)  # 8192 tokens: enough, simulated as is
+    assert confirm_workload(mid, 8) == mid
+    small = Workload(num_sequences=4, output_tokens=128, prompt_tokens=46)  # 512 tokens: repeated 16 times
+    assert confirm_workload(small, 1) == Workload(num_sequences=64, output_tokens=128, prompt_tokens=46)
+    odd = Workload(num_sequences=3, output_tokens=100)  # 300 tokens: 28 copies reach 8400 >= 8192
+    assert confirm_workload(odd, 2).num_sequences == 84
 
 
 def test_search_is_exhaustive_over_small_grid():
