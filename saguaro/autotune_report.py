@@ -77,8 +77,11 @@ def render_markdown(doc: Mapping) -> str:
                            or "-", c["spec"]["sampler_c"], c["spec"]["backup"], c["spec"]["batch_size"]]
                           for c in doc["configs"]]))
     out += ["", "## Recommended configuration", "",
-            f"The optimizer's choice (best simulated {doc.get('objective', 'latency')} objective): "
-            f"{doc.get('recommended_name', '')}; best measured here: {doc.get('measured_best', '-')}.", "",
+            f"Recommended (the best simulated {doc.get('objective', 'latency')} objective): "
+            f"{doc.get('recommended_name', '')}; best measured here: {doc.get('measured_best', '-')}."
+            + (" A runner-up SSD config simulated within 1% of the best ran beside it; the faster measured of "
+               f"the two is the SSD choice: {doc['ssd_choice']}." if "SSD (runner-up)" in
+               [c["name"] for c in doc["configs"]] else ""), "",
             "```toml", doc["recommended_toml"].rstrip(), "```"]
     speed = doc.get("speedups", {})
     if speed:

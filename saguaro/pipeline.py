@@ -24,6 +24,8 @@ from saguaro_sim.workload import Workload
 FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 8, "calib_budget": 32,
         "repeats": 3}
 SSD = "SSD (best simulated)"
+RUNNER_UP = "SSD (runner-up)"
+NEAR_TIE = 0.01  # a second SSD config simulated within this share of the best is run for real beside it
 QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8, "repeats": 1}
 
 
@@ -214,6 +216,9 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
     rows = {SSD: plan.table[0], "SD": plan.baselines["sd"], "AR": plan.baselines["ar"]}
     chosen = {name: pin(spec_of_row(row), profiles["ssd"], workload) for name, row in rows.items()}
     pick = max(rows, key=lambda n: rows[n]["objective"])  # the optimizer's recommendation over all modes
+    runner = runner_up(plan.table, chosen[SSD], profiles["ssd"], workload)
+    if runner is not None:
+        rows[RUNNER_UP], chosen[RUNNER_UP] = runner
     configs, sims = [], {}
     runs: dict[str, list] = {name: [] for name in chosen}
     with stage("real runs"):        # interleaved passes: one run alone on a host whose speed drifts misleads
@@ -221,6 +226,11 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
             for name, spec in chosen.items():
                 runs[name].append(real(spec))
     reports = {name: _median_run(reps) for name, reps in runs.items()}
+    ssd_name = SSD   # between two simulated near ties the interleaved real runs decide
+    if RUNNER_UP in reports and measured(reports[RUNNER_UP])["tokens_per_s"] > measured(reports[SSD])["tokens_per_s"]:
+        ssd_name = RUNNER_UP
+    if pick == SSD:
+        pick = ssd_name
     with stage("refit"):
         refits = fit_modes(grid, calib + [r.measurements for reps in runs.values() for r in reps],
                            f"autotune-{tag}-refit", temperature)
@@ -232,7 +242,7 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
                             "predicted": pred, "predicted_refit": pred2, "measured": measured(reports[name]),
                             "measured_repeats": [measured(r)["tokens_per_s"] for r in runs[name]]})
     profile, refit = profiles["ssd"], refits["ssd"]
-    ssd_meas = configs[0]["measured"]["tokens_per_s"]
+    ssd_meas = next(c for c in configs if c["name"] == ssd_name)["measured"]["tokens_per_s"]
     doc = {"title": "saguaro autotune report", "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
            "models": {"target": str(target), "draft": str(draft)}, "device": device, "quick": quick,
            "batch_size": batch_size, "temperature": temperature, "threads": threads, "seed": seed,
@@ -240,11 +250,12 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
            "workload": {"num_sequences": workload.num_sequences, "output_tokens": max_new,
                         "prompt_tokens": workload.prompt_tokens},
            "recommended": chosen[pick].to_dict(), "recommended_name": pick,
-           "recommended_toml": chosen[pick].to_toml(), "configs": configs,
+           "recommended_toml": chosen[pick].to_toml(), "configs": configs, "ssd_choice": ssd_name,
+           "ssd_choice_spec": chosen[ssd_name].to_dict(),
            "measured_best": max(configs, key=lambda c: c["measured"]["tokens_per_s"])["name"],
            "errors": {"fit": _errors(configs, "predicted"), "refit": _errors(configs, "predicted_refit")},
-           "speedups": {m.lower(): ssd_meas / c["measured"]["tokens_per_s"] for c in configs[1:]
-                        for m in [c["name"]] if c["measured"]["tokens_per_s"] > 0},
+           "speedups": {c["name"].lower(): ssd_meas / c["measured"]["tokens_per_s"] for c in configs
+                        if c["spec"]["mode"] != "ssd" and c["measured"]["tokens_per_s"] > 0},
            "calibration_runs": [{"spec": c.to_dict(), "measured": measured(m)} for c, m in zip(calib_specs, calib)],
            "profile": {"name": profile.name, "rows": profile_rows(profile)},
            "refit_profile": {"name": refit.name, "rows": profile_rows(refit)},
@@ -266,10 +277,31 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
         for i, (c, m) in enumerate(zip(calib_specs, calib)):
             m.to_json(d / "measurements" / f"calibration_{i}_{c.mode}.json")
         for name, rep in reports.items():
-            rep.measurements.to_json(d / "measurements" / f"{name.split()[0].lower()}_run.json")
+            rep.measurements.to_json(d / "measurements" / f"{run_stem(name)}_run.json")
         reports[SSD].chrome_trace(d / "trace_real_ssd.json")
         sims[SSD].to_chrome_trace(d / "trace_sim_ssd.json")
     return AutotuneReport(Path(out_dir), chosen[pick], profile, refit, doc)
+
+
+def runner_up(table: list[dict], best: SpecConfig, profile: Profile, workload: Workload):
+    """(row, pinned spec) of the best other SSD deployment simulated within NEAR_TIE of the best, or None.
+    Session 21: a k6 budget-16 tree simulated 0.2% ahead of k5 budget 32, on a hit curve fitted from 6-34
+    rejections per position; its run measured hit 0.865 against 0.900 predicted."""
+    if not table or table[0]["objective"] <= 0:
+        return None
+    for row in table[1:]:
+        if row["mode"] != "ssd" or row["objective"] < (1 - NEAR_TIE) * table[0]["objective"]:
+            continue
+        spec = pin(spec_of_row(row), profile, workload)
+        if (spec.k, spec.fanout, spec.fanout_miss, spec.backup, spec.sampler_c) != \
+                (best.k, best.fanout, best.fanout_miss, best.backup, best.sampler_c):
+            return row, spec
+    return None
+
+
+def run_stem(name: str) -> str:
+    """A config's measurement file stem: "SSD (best simulated)" -> ssd, "SSD (runner-up)" -> ssd_runner_up."""
+    return "ssd_runner_up" if name == RUNNER_UP else name.split()[0].lower()
 
 
 def _median_run(reports: list):
