@@ -38,13 +38,21 @@ def batch_generator(seed: int, batch: int, role: str, device: str | torch.device
     return make_generator(batch_seed(seed, batch, role), device)
 
 
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """``logits.argmax(-1)`` (the first maximum, int64). On the CPU through numpy: torch's CPU argmax over
+    the last dim reads a [32, 272] tree step in ~15 us, numpy's in ~2 (the same index, ties included)."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32 and logits.dim() > 1:
+        return torch.from_numpy(logits.numpy().argmax(-1))
+    return logits.argmax(-1)
+
+
 def target_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / T) over the last dim; one-hot argmax at T = 0."""
     if logits.dtype != torch.float32:
         logits = logits.float()
     if temperature <= 0.0:
         out = torch.zeros_like(logits)
-        return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+        return out.scatter_(-1, greedy(logits).unsqueeze(-1).to(out.device), 1.0)
     return torch.softmax(logits / temperature, dim=-1)
 
 
@@ -122,9 +130,9 @@ def verify(p: torch.Tensor, q: torch.Tensor | None, tokens: torch.Tensor, temper
     bsz, k = tokens.shape
     rows = torch.arange(bsz, device=tokens.device)
     if temperature <= 0.0:
-        greedy = p.argmax(-1)                                        # [B, K+1]
-        acc = leading_true(greedy[:, :k] == tokens)
-        return acc, greedy[rows, acc]
+        best = greedy(p)                                             # [B, K+1]
+        acc = leading_true(best[:, :k] == tokens)
+        return acc, best[rows, acc]
     assert q is not None, "verification at temperature > 0 needs the draft distributions q"
     p_tok = p[:, :k].gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     q_tok = q.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

@@ -19,7 +19,7 @@ from saguaro_exec.engine.settings import Decoding
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
-from saguaro_exec.sampling import sample, target_probs
+from saguaro_exec.sampling import greedy, sample, target_probs
 
 
 def ar_rounds(ver: Verifier, r0: int, now: Callable[[], float], fallback: str | None = None
@@ -40,7 +40,7 @@ def ar_rounds(ver: Verifier, r0: int, now: Callable[[], float], fallback: str | 
         seqs, live = state.seqs, state.live()
         ctx = [len(seqs[b]) for b in live]
         logits = runner.last_logits([s[int(n):] for s, n in zip(seqs, ver.n_valid)], ver.n_valid)
-        tok = logits.argmax(-1) if ver.temperature <= 0 else sample(target_probs(logits, ver.temperature), ver.gen)
+        tok = greedy(logits) if ver.temperature <= 0 else sample(target_probs(logits, ver.temperature), ver.gen)
         tok = tok.tolist()
         for b in live:
             ver.n_valid[b] = len(seqs[b])

@@ -16,7 +16,7 @@ from saguaro_exec.engine.state import forwarded_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_host
-from saguaro_exec.sampling import sample, scale_top, step_scales, target_probs
+from saguaro_exec.sampling import greedy, sample, scale_top, step_scales, target_probs
 
 
 class Drafter:
@@ -73,7 +73,7 @@ class Drafter:
         """Greedy at T=0 (no q needed); else sample from sigma_{F,C} (``scales``: this step's ``step_scales``)
         and return that q."""
         if self.temperature <= 0:
-            return logits.argmax(-1), None
+            return greedy(logits), None
         q = scale_top(target_probs(logits, self.temperature), scales)
         return sample(q, self.gen), q
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from saguaro_exec.engine.cached_model import CachedModel
 from saguaro_exec.model.transfer import to_device, to_host
-from saguaro_exec.sampling import saguaro_probs, sample
+from saguaro_exec.sampling import greedy, saguaro_probs, sample
 
 
 @dataclass
@@ -140,7 +140,7 @@ def build_tree(runner: CachedModel, f: Fork, prefix_len: torch.Tensor, k: int, t
     for i, (pos_i, slots_i, made) in enumerate(steps):
         logits = runner.tree_step(tok, pos_i, slots_i, mask[:, :, :top + (i + 1) * n], made)   # [B, N, V]
         if temperature <= 0:
-            tok = logits.argmax(-1)
+            tok = greedy(logits)
         else:
             q = saguaro_probs(logits, temperature, fan[i], sampler_c)
             tok = sample(q, gen)

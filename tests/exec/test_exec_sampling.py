@@ -5,7 +5,7 @@ import random
 import torch
 from exec_helpers import chi2_pvalue
 
-from saguaro_exec.sampling import make_generator, saguaro_probs, target_probs, verify
+from saguaro_exec.sampling import greedy, make_generator, saguaro_probs, target_probs, verify
 from saguaro_exec.speculator.fast_backup import _follow, ngram_propose
 
 
@@ -22,6 +22,20 @@ def test_saguaro_probs_scales_top_f_mass():
     per_row = saguaro_probs(logits.expand(2, 4), 1.0, torch.tensor([0, 3]), 0.0)
     assert torch.allclose(per_row[0], plain[0])                                  # F = 0: unchanged
     assert torch.allclose(per_row[1], torch.tensor([0.0, 0.0, 0.0, 1.0]))       # C = 0: top-3 gone
+
+
+def test_greedy_is_torch_argmax_ties_and_views_included():
+    g = torch.Generator().manual_seed(0)
+    for shape in [(1, 1, 272), (1, 32, 272), (3, 6, 17), (5, 272)]:
+        x = torch.randint(0, 4, shape, generator=g).float()          # few values: many tied maxima per row
+        for t in (x, x.transpose(0, -2) if x.dim() == 3 else x.t().contiguous().t(), x[..., ::2]):
+            got = greedy(t)
+            assert got.dtype == torch.long and torch.equal(got, t.argmax(-1))
+    with torch.inference_mode():                                      # the executor's forwards run here
+        y = torch.randn(2, 8, 272)
+        assert torch.equal(greedy(y), y.argmax(-1))
+    half = torch.randn(4, 272).to(torch.bfloat16)                     # other dtypes: torch's own argmax
+    assert torch.equal(greedy(half), half.argmax(-1))
 
 
 def test_greedy_verify_accepts_matching_prefix():
