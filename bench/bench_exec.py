@@ -45,7 +45,9 @@ def _spec(mode: str, args: argparse.Namespace, batch: int, temp: float) -> SpecC
     if mode == "sd":
         return SpecConfig(mode="sd", k=int(k_txt or args.k_sd), batch_size=batch, temperature=temp)
     fan = tuple(int(x) for x in args.fanout.split(",")) if args.fanout and not k_txt else None
-    return SpecConfig(mode="ssd", k=int(k_txt or args.k), fanout=fan, budget=args.budget if fan is None else None,
+    miss = tuple(int(x) for x in args.fanout_miss.split(",")) if fan and args.fanout_miss else None
+    return SpecConfig(mode="ssd", k=int(k_txt or args.k), fanout=fan, fanout_miss=miss,
+                      budget=args.budget if fan is None else None,
                       batch_size=batch, temperature=temp, backup=args.backup, sampler_c=args.c if temp > 0 else 1.0)
 
 
@@ -232,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=3, help="SSD lookahead")
     p.add_argument("--k-sd", type=int, default=3, help="SD lookahead")
     p.add_argument("--fanout", default="5,4,3,2", help="SSD fan-out F_0..F_K, comma separated (\"\": geometric for --budget)")
+    p.add_argument("--fanout-miss", default="", help="SSD fan-out after a miss, F_0..F_K (\"\": as --fanout); the "
+                   "optimizer's choices carry their own")
     p.add_argument("--budget", type=int, default=12)
     p.add_argument("--backup", default="auto", help="neural | fast | auto (b* rule, b_star = 2)")
     p.add_argument("--c", type=float, default=1.0, help="Saguaro C at T > 0")

@@ -40,10 +40,10 @@ opt_step() {
   $PY -c "import json, sys; from saguaro_exec.io.prompts import BUILTIN_PROMPTS as P; json.dump(P[:4], open(sys.argv[1], 'w'))" "$OUT/bench_prompts.json"
   $PY -m saguaro autotune --target "$tgt" --temperature "$1" --batch-size "$b" --prompt-file "$OUT/bench_prompts.json" \
     --max-new-tokens 128 --out "$at" > "$at.txt" 2>&1
-  read -r K F B C < <($PY -c "import json,sys; d=json.load(open(sys.argv[1])); c=d.get('ssd_choice_spec') or next(x['spec'] for x in d['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), c['backup'], c['sampler_c'])" "$at/autotune.json")
-  echo "optimizer's SSD choice at T=$1 b=$b: k=$K fanout=$F backup=$B C=$C" | tee -a "$OUT/load.log"
+  read -r K F FM B C < <($PY -c "import json,sys; d=json.load(open(sys.argv[1])); c=d.get('ssd_choice_spec') or next(x['spec'] for x in d['configs'] if x['spec']['mode']=='ssd'); print(c['k'], ','.join(map(str,c['fanout'])), ','.join(map(str,c.get('fanout_miss') or c['fanout'])), c['backup'], c['sampler_c'])" "$at/autotune.json")
+  echo "optimizer's SSD choice at T=$1 b=$b: k=$K fanout=$F fanout_miss=$FM backup=$B C=$C" | tee -a "$OUT/load.log"
   $PY bench/bench_exec.py --target "$tgt" --batches "$b" --temps "$1" --repeats $R \
-    --modes "ar,$sd,ssd" --k "$K" --fanout "$F" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
+    --modes "ar,$sd,ssd" --k "$K" --fanout "$F" --fanout-miss "$FM" --backup "$B" --c "$C" --out "$OUT/$2.json" > "$OUT/$2.txt" 2>&1
 }
 for s in "${steps[@]}"; do
   quiet "start $s"

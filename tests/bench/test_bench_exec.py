@@ -53,3 +53,14 @@ def test_without_ar_the_speed_ups_over_ar_are_left_out(tmp_path):
                                "--max-new", "8", "--prompts", "1", "--no-warmup", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert all(r["vs_ar"] is None for r in data["rows"]) and data["targets"]["ssd_vs_ar"] is None
+
+
+def test_the_miss_schedule_given_is_the_one_that_runs(tmp_path):
+    # quiet_suite hands the optimizer's exact choice over: until 2026-12-05 its miss schedule was dropped and
+    # the run used the primary fan-out after a miss
+    out = tmp_path / "exec.json"
+    assert _bench_exec().main(["--batches", "1", "--temps", "0", "--repeats", "1", "--modes", "sd,ssd", "--k", "3",
+                               "--fanout", "3,2,2,1", "--fanout-miss", "1,2,3,1", "--max-new", "8", "--prompts", "1",
+                               "--no-warmup", "--out", str(out)]) == 0
+    row = next(r for r in json.loads(out.read_text())["rows"] if r["mode"] == "ssd")
+    assert row["resolved"]["fanout"] == [3, 2, 2, 1] and row["resolved"]["fanout_miss"] == [1, 2, 3, 1]
