@@ -22,7 +22,7 @@ class _Sent:
         return True
 
 
-_SENT = _Sent()
+SENT = _Sent()    # what every send returns: the copy is done, so a link keeps nothing to wait for
 
 
 class _Posted:
@@ -45,7 +45,7 @@ class ShmGroup:
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> _Sent:
         self.channel.send(tensors[0], tag, self.timeout_s)
-        return _SENT
+        return SENT
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> _Posted:
         work = _Posted(self, tensors[0], tag)

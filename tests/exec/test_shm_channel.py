@@ -136,6 +136,22 @@ def test_posted_receives_match_by_tag():
         wx.wait()
 
 
+def test_a_shared_memory_send_leaves_the_link_nothing_to_wait_for():
+    """The message is copied by the time ``send`` returns, so a link keeps no work to wait on before its
+    next outcome (``links._pending``: None); a gloo work handle is kept."""
+    from saguaro_exec.speculator.links import _pending
+    from saguaro_exec.speculator.shm_group import SENT
+
+    with ShmChannel.create((64, 64)) as a, ShmChannel.attach(os.dup(a.fd)) as b:
+        work = ShmGroup(a, 5).send([torch.tensor([3])], 1, 7)
+        assert work is SENT and _pending(work) is None
+        x = torch.zeros(1, dtype=torch.long)
+        ShmGroup(b, 5).recv([x], 0, 7).wait()
+        assert int(x) == 3                              # the bytes were there without waiting on the send
+    other = object()
+    assert _pending(other) is other
+
+
 def test_bad_messages_raise():
     with ShmChannel.create((32, 32)) as a, ShmChannel.attach(os.dup(a.fd)) as b:
         with pytest.raises(BadMessage, match="exceeds"):
