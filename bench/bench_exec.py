@@ -62,6 +62,15 @@ def _phases(rep) -> dict:
     return out
 
 
+def _stall_split(st: dict | None) -> str:
+    """'' or ' (hit rounds x%, miss rounds y%)': hand-off stalls apart from the backup's wait on a miss."""
+    if not st:
+        return ""
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    return (f" (hit rounds {pct(st['hit_rounds'])} of {st['n_hit']}, miss rounds {pct(st['miss_rounds'])} "
+            f"of {st['n_miss']})")
+
+
 def _theorem7(rep) -> dict | None:
     """Theorem 7 with this run's own terms (times over its mean verification): P(hit), the build T_p and what a
     miss costs the verifier T_b (its wait before a backup speculation), and the share of tokens / verify time
@@ -206,7 +215,7 @@ def table(result: dict) -> str:
             lines.append(f"  b{r['batch']} T={r['temperature']} {r['mode']:>9} ({r.get('transport')}): " + " | ".join(
                 f"{h[m]['p50_ms']:.3f}/{h[m]['p90_ms']:.3f}" if m in h else "-" for m in ("draft_gap", "verifier_gap",
                                                                                          "wait"))
-                + f", {100 * h['wait']['share_over_1ms']:.0f}% stalled")
+                + f", {100 * h['wait']['share_over_1ms']:.0f}% stalled" + _stall_split(h.get("stalled")))
     lines.append("SSD against Theorem 7 on its own measured terms (times / verify; free hand-offs), rows forwarded "
                  "per live row:")
     for r in result["rows"]:

@@ -133,10 +133,23 @@ def distribution(xs: list[float]) -> dict | None:
             "mean_ms": sum(ms) / len(ms), "max_ms": max(ms), "share_over_1ms": sum(x > STALL_S for x in xs) / len(xs)}
 
 
+def stalls(handoffs: list[dict]) -> dict:
+    """Share of rounds whose wait exceeds 1 ms: all, those that verified a cached speculation (a stall there
+    is a hand-off's), and those that verified the backup's (a miss: the verifier waits for the backup by
+    design, about K draft steps with the neural one), with each kind's count."""
+    def share(hs: list[dict]) -> float | None:
+        return sum(h["wait"] > STALL_S for h in hs) / len(hs) if hs else None
+    hit = [h for h in handoffs if not h["miss"]]
+    miss = [h for h in handoffs if h["miss"]]
+    return {"all": share(handoffs), "hit_rounds": share(hit), "miss_rounds": share(miss), "n_hit": len(hit),
+            "n_miss": len(miss)}
+
+
 def summarize(handoffs: list[dict]) -> dict:
-    """Distribution of every metric present, plus the miss share."""
+    """Distribution of every metric present, plus the miss share and the stalls by round kind."""
     out = {m: distribution([h[m] for h in handoffs if m in h]) for m in METRICS}
     out = {m: d for m, d in out.items() if d is not None}
     out["rounds"] = len(handoffs)
     out["miss_share"] = sum(h["miss"] for h in handoffs) / len(handoffs) if handoffs else None
+    out["stalled"] = stalls(handoffs)
     return out

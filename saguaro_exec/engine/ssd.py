@@ -110,9 +110,8 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             rids = [ver.state.slots[b].rid for b in live]
             width = forwarded_rows([s.done for s in ver.state.slots])   # the rows this round's forwards cover
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
-            t2 = now()
-            used = {"verify_cpu_s": cpu() - c1} if cpu else {}
-            stop = ver.state.all_done()
+            t2 = now()                  # the outcome goes out first: the CPU clock (a syscall, not the vDSO's
+            stop = ver.state.all_done()  # clock) is read after the send, whose wall time it then leaves out
             done = list(ver.state.done)
             # the slots' new prompts, prefilled after the send (most rounds: nothing to refill, and its ~5 us
             # stay off the outcome's path)
@@ -122,6 +121,7 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
                 link.send(acc, bonus, done, stop, tuple(fresh))
             finally:
                 t3 = now()
+                used = {"verify_cpu_s": max(0.0, cpu() - c1 - (t3 - idle - t2))} if cpu else {}
                 log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, width, used))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
             t0, r = now(), r + 1

@@ -200,6 +200,7 @@ class ProcessLink(SupervisedContext):
         self._release(lambda sup: sup.abort())
 
     def _release(self, how) -> None:
+        self._held = None
         self.pg = None
         self._sending = None
         if self._sup is not None:
@@ -223,6 +224,10 @@ class PushLink(ProcessLink):
         # of microseconds here): the other still holds the one being verified
         self._cache_q = (torch.empty(bsz, self._layout.n_max, ws.k, self.vocab, dtype=torch.float32)  # round,
                          if ws.temperature > 0 else None)            # read (copied out) before the next post
+        # shared memory at T = 0: the cache is read in its ring slot (``ShmGroup.hold``), not copied out of
+        # it: the lookup reads a few hundred bytes of a message of tens of kB the draft's core just wrote
+        self._hold = isinstance(self.pg, ShmGroup) and self._cache_q is None
+        self._held = None
         reply = super().start(bsz)
         self._post_cache()
         self.from_backup = reply.from_backup.tolist()                 # of the speculation being verified
@@ -232,12 +237,32 @@ class PushLink(ProcessLink):
         """The cache message of the speculation being verified, waited for once (a gloo work waited for twice
         blocks): by ``recv``, or earlier by the synthetic mode (engine/synthetic.py) before the outcome."""
         self._arm()
+        if self._hold:                 # a copy: the caller may keep views of it past the slot's release
+            self._cache_words[:] = self._held_words()
+            return self._cache
         if self._cache_work is not None:
             self._wait_posted(self._cache_work)
             self._cache_work = None
         return self._cache
 
+    def _held_words(self) -> memoryview:
+        """The cache message's words in its ring slot (held until ``recv`` has looked the outcome up)."""
+        if self._held is None:
+            timeout = None if self._deadline is None else max(0.001, self._deadline - time.monotonic())
+            try:
+                self._held = self.pg.hold(TAG_CACHE, self._cache.numel() * 8, timeout)
+            except RuntimeError as e:
+                raise self._failure(e) from None
+        return self._held
+
+    def _release_held(self) -> None:
+        if self._held is not None:
+            self._held = None
+            self.pg.release()
+
     def _post_cache(self) -> None:
+        if self._hold:                 # nothing to post: ``hold`` takes the next cache message from the ring
+            return
         try:
             self._cache_work = self.pg.recv([self._cache], 1, TAG_CACHE)
             if self._cache_q is not None:
@@ -260,14 +285,22 @@ class PushLink(ProcessLink):
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
         layout, t_wait = self._layout, time.perf_counter() - self.args.t_start
-        self.wait_cache()
-        if self._cache_q is not None:
-            self._wait_posted(self._cache_q_work)
+        if self._hold:
+            self._arm()
+            cache_words = self._held_words()
+        else:
+            self.wait_cache()
+            cache_words = self._cache_words
+            if self._cache_q is not None:
+                self._wait_posted(self._cache_q_work)
         seen = (t_wait, time.perf_counter() - self.args.t_start)      # the hand-off stamp: cache in hand
-        rows = CacheRows(layout, self._cache_words)    # the branch head as lists, the rest read on demand
-        if self.reply_timeout_s is not None:
-            check_cache(rows, layout, self.vocab, self._live)
-        hits, ranks, toks, js = layout.lookup(rows, self._acc, self._bonus, self.args.ws.n_rank)
+        try:
+            rows = CacheRows(layout, cache_words)      # the branch head as lists, the rest read on demand
+            if self.reply_timeout_s is not None:
+                check_cache(rows, layout, self.vocab, self._live)
+            hits, ranks, toks, js = layout.lookup(rows, self._acc, self._bonus, self.args.ws.n_rank)
+        finally:
+            self._release_held()                       # rows' lists are copies; the slot is free again
         times = {**layout.times(rows), "cache_seen": seen}
         miss = [(not h or b in self._fresh) and not d for b, (h, d) in enumerate(zip(hits, self._done))]
         self._live = [not d for d in self._done]

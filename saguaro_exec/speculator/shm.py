@@ -113,6 +113,7 @@ class ShmChannel:
         self._sent = self._words[(2 + 2 * self._out_dir) * _W]
         self._read = self._words[(3 + 2 * self._in_dir) * _W]
         self._views: dict[int, tuple[torch.Tensor, memoryview]] = {}
+        self._held: dict[tuple[int, int], memoryview] = {}    # ``hold``'s word views, per (slot, size)
 
     @classmethod
     def create(cls, slot_bytes: tuple[int, int], slots: int = 4, alive: Callable[[], bool] | None = None,
@@ -224,23 +225,44 @@ class ShmChannel:
 
     def recv_into(self, out: torch.Tensor, tag: int, timeout_s: float = 60.0) -> torch.Tensor:
         """Wait for the next message, check its tag and size against ``out`` and copy it there."""
-        d, seq = self._in_dir, self._read
-        self.await_message(timeout_s, f"a message (tag {tag})")
-        got_tag, n = self.peek()
-        at = self._base[d] + (seq % self.slots) * _stride(self.slot_bytes[d])
-        if got_tag != tag or n != out.numel() * out.element_size():
-            raise BadMessage(f"expected tag {tag} with {out.numel() * out.element_size()} bytes, "
-                             f"got tag {got_tag} with {n}")
+        if not self.pending():
+            self.await_message(timeout_s, f"a message (tag {tag})")
+        return self.read_into(out, tag)
+
+    def read_into(self, out: torch.Tensor, tag: int) -> torch.Tensor:
+        """Copy the waiting message (call only when ``pending()``) into ``out``, checking its tag and size."""
         if not out.is_contiguous():
             raise ValueError("recv_into needs a contiguous tensor")
-        self._view(out)[:] = self._buf[at + LINE:at + LINE + n]
+        view = self._view(out)
+        at, got_tag, n = self._head()
+        if got_tag != tag or n != view.nbytes:
+            raise BadMessage(f"expected tag {tag} with {view.nbytes} bytes, got tag {got_tag} with {n}")
+        view[:] = self._buf[at + LINE:at + LINE + n]
         self.take()
         return out
 
+    def hold(self, tag: int, nbytes: int) -> memoryview:
+        """The waiting message (call only when ``pending()``) in place, as int64 words, without copying it:
+        its slot stays taken until ``take()``, so the reader must be done with the view by then (a
+        receiver that reads a few hundred bytes of a large message touches only those cache lines)."""
+        at, got_tag, n = self._head()
+        if got_tag != tag or n != nbytes:
+            raise BadMessage(f"expected tag {tag} with {nbytes} bytes, got tag {got_tag} with {n}")
+        key = (at, n)
+        view = self._held.get(key)
+        if view is None:
+            view = self._held[key] = self._buf[at + LINE:at + LINE + n].cast("q")
+        return view
+
+    def _head(self) -> tuple[int, int, int]:
+        """(payload offset - LINE, tag, bytes) of the waiting message."""
+        d = self._in_dir
+        at = self._base[d] + (self._read % self.slots) * _stride(self.slot_bytes[d])
+        return at, self._words[at // 8], self._words[at // 8 + 1]
+
     def peek(self) -> tuple[int, int]:
         """(tag, bytes) of the waiting message (call only when ``pending()``)."""
-        at = self._base[self._in_dir] + (self._read % self.slots) * _stride(self.slot_bytes[self._in_dir])
-        return self._words[at // 8], self._words[at // 8 + 1]
+        return self._head()[1:]
 
     def take(self) -> None:
         """Free the slot of the message just read."""
@@ -253,6 +275,9 @@ class ShmChannel:
             return
         self._words[_W + (0 if self.owner else 1)] = 1
         self._views.clear()
+        for view in self._held.values():
+            view.release()
+        self._held.clear()
         self._words.release()
         self._buf.release()
         self._buf = None

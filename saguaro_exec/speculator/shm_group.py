@@ -52,15 +52,46 @@ class ShmGroup:
         self._posted.append(work)
         return work
 
+    def hold(self, tag: int, nbytes: int, timeout_s: float | None = None) -> memoryview:
+        """The next message with ``tag`` in place (``ShmChannel.hold``: no copy), once the messages ahead of
+        it have gone to their posted receives; ``release`` frees it. No receive is posted for it, and none
+        with ``tag`` may be (they would take it); nothing else can be received while it is held."""
+        ch = self.channel
+        if ch.pending() and ch.peek()[0] == tag:       # the usual case: it is waiting at the head
+            return ch.hold(tag, nbytes)
+        deadline = time.perf_counter() + (self.timeout_s if timeout_s is None else timeout_s)
+        while True:
+            if not ch.pending():
+                ch.await_message(max(0.0, deadline - time.perf_counter()), f"a message (tag {tag})")
+            if ch.peek()[0] == tag:
+                return ch.hold(tag, nbytes)
+            self._deliver_head()
+
+    def release(self) -> None:
+        """Free the message ``hold`` gave."""
+        self.channel.take()
+
     def _deliver(self, work: _Posted, timeout_s: float | None) -> None:
+        ch = self.channel
+        if work.done:
+            return
+        if ch.pending() and self._posted[0] is work and ch.peek()[0] == work.tag:   # waiting, and its own
+            ch.read_into(work.out, work.tag)
+            work.done = True
+            self._posted.popleft()
+            return
         deadline = time.perf_counter() + (self.timeout_s if timeout_s is None else timeout_s)
         while not work.done:
-            wait_s = max(0.0, deadline - time.perf_counter())
-            self.channel.await_message(wait_s, f"a message (tag {work.tag})")
-            tag, _ = self.channel.peek()
-            into = next((w for w in self._posted if w.tag == tag), None)
-            if into is None:
-                raise BadMessage(f"a message with tag {tag}, for which no receive was posted")
-            self.channel.recv_into(into.out, tag, wait_s)
-            into.done = True
-            self._posted.remove(into)
+            if not ch.pending():
+                ch.await_message(max(0.0, deadline - time.perf_counter()), f"a message (tag {work.tag})")
+            self._deliver_head()
+
+    def _deliver_head(self) -> None:
+        """Copy the waiting message into the oldest posted receive with its tag."""
+        tag, _ = self.channel.peek()
+        into = next((w for w in self._posted if w.tag == tag), None)
+        if into is None:
+            raise BadMessage(f"a message with tag {tag}, for which no receive was posted")
+        self.channel.read_into(into.out, tag)
+        into.done = True
+        self._posted.remove(into)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.handoff_stats import distribution, quantile, run_handoffs, split_batches, summarize
+from bench.handoff_stats import distribution, quantile, run_handoffs, split_batches, stalls, summarize
 
 MS = 1e-3
 
@@ -64,6 +64,7 @@ def test_gaps_per_round_across_batches():
     s = summarize(hand)
     assert s["rounds"] == 4 and s["miss_share"] == 0.5
     assert s["wait"]["share_over_1ms"] == 0 and s["draft_gap"]["p50_ms"] == pytest.approx(0.25)
+    assert s["stalled"] == {"all": 0.0, "hit_rounds": 0.0, "miss_rounds": 0.0, "n_hit": 2, "n_miss": 2}
     # the draft starts batch 2 (its round 0 reply) before the verifier's batch 1 bookkeeping is over
     r2b, e2b = _batch(10.0, start=7.5)
     assert run_handoffs(r1 + r2b, e1 + e2b)[:2] == run_handoffs(r1, e1)
@@ -107,3 +108,13 @@ def test_stamps_split_the_hand_off_into_named_legs():
     assert h2["answer_miss"] == pytest.approx(0.7 * MS) and h2["settle"] == pytest.approx(0.02 * MS)
     s = summarize([h, h2])
     assert s["answer_hit"]["n"] == 1 and s["answer_miss"]["n"] == 1 and s["outcome_wake"]["n"] == 2
+
+
+def test_stalls_are_told_apart_by_round_kind():
+    def h(miss: bool, wait_ms: float) -> dict:
+        return {"miss": miss, "wait": wait_ms * MS}
+    hand = [h(False, 0.1)] * 8 + [h(False, 1.5)] * 2 + [h(True, 1.2)] * 3 + [h(True, 0.4)]
+    s = stalls(hand)
+    assert s["all"] == pytest.approx(5 / 14) and s["hit_rounds"] == pytest.approx(0.2)
+    assert s["miss_rounds"] == pytest.approx(0.75) and (s["n_hit"], s["n_miss"]) == (10, 4)
+    assert stalls([h(True, 2.0)])["hit_rounds"] is None
