@@ -112,11 +112,12 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
             t2 = now()                  # the outcome goes out first: the CPU clock (a syscall, not the vDSO's
             stop = ver.state.all_done()  # clock) is read after the send, whose wall time it then leaves out
-            done = list(ver.state.done)
+            done = ver.state.done                # a new list
             # the slots' new prompts, prefilled after the send (most rounds: nothing to refill, and its ~5 us
             # stay off the outcome's path)
             fresh = ver.state.refill(t2, movable=False)[1] if ver.state.needs_refill(t2) else []
-            idle = _await_arrival(ver.state, fresh, now, events, r) if not stop else 0.0
+            # load mode's wait for a request, only when no row is live (no refill made one live)
+            idle = _await_arrival(ver.state, fresh, now, events, r) if not stop and not fresh and all(done) else 0.0
             try:
                 link.send(acc, bonus, done, stop, tuple(fresh))
             finally:

@@ -276,11 +276,11 @@ class PushLink(ProcessLink):
             self._wait_posted(self._sending)
         self._acc, self._bonus, self._stop = acc.tolist(), bonus.tolist(), stop   # lists: the lookup's keys
         self._out.write(self._acc, self._bonus, done, stop, fresh)
-        self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)
         try:
             self._sending = _pending(self.pg.send([self._out.tensor], 1, TAG))
         except RuntimeError as e:
             raise self._failure(e) from None
+        self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)   # for recv
 
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""

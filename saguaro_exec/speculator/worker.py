@@ -151,7 +151,8 @@ class DraftWorker:
                 for row, j in zip(self._table.head, js)]
         self._pending = (acc, bonus, self.sent, done)     # applied by the next build, or now on a miss
         live_miss = [j < 0 and not d for j, d in zip(js, done)]
-        rows_in = refill_rows(done, self.admitted - self.next)
+        left = self.admitted - self.next
+        rows_in = refill_rows(done, left) if left > 0 and any(done) else []
         for b in rows_in:                                  # finished rows take the next prompts, as the
             live_miss[b] = True                            # verifier's refill: their speculation is a backup
         backup_q = backup_t = None
