@@ -110,8 +110,10 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             rids = [ver.state.slots[b].rid for b in live]
             width = forwarded_rows([s.done for s in ver.state.slots])   # the rows this round's forwards cover
             acc, bonus = ver.verify(reply.tokens, reply.q, r)
-            t2 = now()                  # the outcome goes out first: the CPU clock (a syscall, not the vDSO's
-            stop = ver.state.all_done()  # clock) is read after the send, whose wall time it then leaves out
+            # the outcome goes out first: the CPU clock (a syscall, not the vDSO's clock) is read after the send,
+            # whose wall time it then leaves out
+            t2 = now()
+            stop = ver.state.all_done()
             done = ver.state.done                # a new list
             # the slots' new prompts, prefilled after the send (most rounds: nothing to refill, and its ~5 us
             # stay off the outcome's path)

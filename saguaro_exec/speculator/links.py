@@ -200,7 +200,6 @@ class ProcessLink(SupervisedContext):
         self._release(lambda sup: sup.abort())
 
     def _release(self, how) -> None:
-        self._held = None
         self.pg = None
         self._sending = None
         if self._sup is not None:
@@ -259,6 +258,10 @@ class PushLink(ProcessLink):
         if self._held is not None:
             self._held = None
             self.pg.release()
+
+    def _release(self, how) -> None:
+        self._held = None                        # a view of the channel's memory, which goes with it
+        super()._release(how)
 
     def _post_cache(self) -> None:
         if self._hold:                 # nothing to post: ``hold`` takes the next cache message from the ring

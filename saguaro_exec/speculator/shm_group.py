@@ -57,41 +57,31 @@ class ShmGroup:
         it have gone to their posted receives; ``release`` frees it. No receive is posted for it, and none
         with ``tag`` may be (they would take it); nothing else can be received while it is held."""
         ch = self.channel
-        if ch.pending() and ch.peek()[0] == tag:       # the usual case: it is waiting at the head
-            return ch.hold(tag, nbytes)
-        deadline = time.perf_counter() + (self.timeout_s if timeout_s is None else timeout_s)
-        while True:
-            if not ch.pending():
-                ch.await_message(max(0.0, deadline - time.perf_counter()), f"a message (tag {tag})")
-            if ch.peek()[0] == tag:
-                return ch.hold(tag, nbytes)
-            self._deliver_head()
+        self._pump(lambda: ch.pending() and ch.peek()[0] == tag, tag, timeout_s)
+        return ch.hold(tag, nbytes)
 
     def release(self) -> None:
         """Free the message ``hold`` gave."""
         self.channel.take()
 
     def _deliver(self, work: _Posted, timeout_s: float | None) -> None:
-        ch = self.channel
-        if work.done:
-            return
-        if ch.pending() and self._posted[0] is work and ch.peek()[0] == work.tag:   # waiting, and its own
-            ch.read_into(work.out, work.tag)
-            work.done = True
-            self._posted.popleft()
-            return
-        deadline = time.perf_counter() + (self.timeout_s if timeout_s is None else timeout_s)
-        while not work.done:
-            if not ch.pending():
-                ch.await_message(max(0.0, deadline - time.perf_counter()), f"a message (tag {work.tag})")
-            self._deliver_head()
+        self._pump(lambda: work.done, work.tag, timeout_s)
 
-    def _deliver_head(self) -> None:
-        """Copy the waiting message into the oldest posted receive with its tag."""
-        tag, _ = self.channel.peek()
-        into = next((w for w in self._posted if w.tag == tag), None)
-        if into is None:
-            raise BadMessage(f"a message with tag {tag}, for which no receive was posted")
-        self.channel.read_into(into.out, tag)
-        into.done = True
-        self._posted.remove(into)
+    def _pump(self, until, tag: int, timeout_s: float | None) -> None:
+        """Hand waiting messages to their posted receives (the oldest with the message's tag) until
+        ``until()``, waiting for messages up to ``timeout_s`` (None: the group's); the deadline is made only
+        when a wait is needed (a message already waiting is the common case)."""
+        ch, deadline = self.channel, None
+        while not until():
+            if not ch.pending():
+                if deadline is None:
+                    deadline = time.perf_counter() + (self.timeout_s if timeout_s is None else timeout_s)
+                ch.await_message(max(0.0, deadline - time.perf_counter()), f"a message (tag {tag})")
+                continue
+            head, _ = ch.peek()
+            into = next((w for w in self._posted if w.tag == head), None)
+            if into is None:
+                raise BadMessage(f"a message with tag {head}, for which no receive was posted")
+            ch.read_into(into.out, head)
+            into.done = True
+            self._posted.remove(into)
