@@ -191,3 +191,15 @@ def test_draft_devices_used_only_when_the_tree_is_expensive():
     assert all(r["draft_devices"] == 1 for r in cheap.table)
     one = SpecConfig(mode="ssd", k=6, budget=256)  # ... so extra devices change nothing but the device count
     assert predict(prof(), one.replace(draft_devices=4), WL) == predict(prof(), one, WL)
+
+
+def test_fast_backup_without_measured_acceptance_is_noted():
+    # a fast-backup plan on a profile that never ran the fast backup assumes its n-gram copy is never accepted:
+    # the plan says so (a measured acceptance, even zero, silences it)
+    cons = Constraints(modes=("ssd",), backups=("fast",), k_range=(2, 4), top_n=2)
+    plan = optimize(batchy(), WL, batch_size=8, constraints=cons)
+    assert plan.best.backup == "fast"
+    assert any("fast-backup acceptance" in n for n in plan.notes)
+    measured = batchy().with_(fast_backup_acceptance=AcceptanceModel.geometric(0.5))
+    plan2 = optimize(measured, WL, batch_size=8, constraints=cons)
+    assert not any("fast-backup acceptance" in n for n in plan2.notes)
