@@ -25,9 +25,12 @@ BUDGET_MULTIPLES = (1, 2, 3, 4, 5, 6, 8, 12, 16)
 @dataclass(frozen=True)
 class Constraints:
     """Limits on the search: K range, budget per sequence, draft devices, allowed modes/backups, the
-    batch sizes the Pareto frontier spans, how many predicted-best candidates the simulator confirms, and
+    batch sizes the Pareto frontier spans, how many predicted-best candidates the simulator confirms,
     where SSD's draft runs (placement "separate" | "shared" with sharing, as in SpecConfig: shared uses no
-    device of its own, so at most one draft device)."""
+    device of its own, so at most one draft device), and the build margin: SSD candidates are ranked as
+    simulated with cache builds (1 + build_margin) times their profiled cost, so that a draft slower than
+    profiled does not make the verifier wait (a build that fills the verification on the profile stalls when
+    the draft's core slows; one that leaves room loses only a few hits)."""
 
     k_range: tuple[int, int] = (1, 10)
     max_budget: int = 256
@@ -39,6 +42,7 @@ class Constraints:
     top_n: int = 8
     placement: str = "separate"
     sharing: str | None = None
+    build_margin: float = 0.0
 
     def __post_init__(self) -> None:
         kr = self.k_range
@@ -63,6 +67,7 @@ class Constraints:
                      for i, b in enumerate(self.batch_sizes)]
             object.__setattr__(self, "batch_sizes", tuple(sorted(set(sizes))))
         check_number("constraints.top_n", self.top_n, 1, 1000, integer=True)
+        object.__setattr__(self, "build_margin", float(check_number("constraints.build_margin", self.build_margin, 0.0, 1.0)))
         object.__setattr__(self, "sharing", check_placement(self.placement, self.sharing, self.max_draft_devices,
                                                             "constraints.", "max_draft_devices"))
 

@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 from scipy.optimize import brentq
 
-from calibration.errors import ConfigError, check_choice
+from calibration.errors import ConfigError, check_choice, check_number
 from calibration.profile import Profile
 from saguaro_sim.analytic import accept_pmfs, fast_backup_pmf, hit_table
 from saguaro_sim.config import SpecConfig
@@ -102,7 +102,8 @@ def row_curves(profile: Profile, spec: SpecConfig, fast: bool, table: np.ndarray
 
 
 def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int = 0, trace: bool = False,
-             progress: bool = False, protocol: str = "auto", batching: str = "continuous") -> SimResult:
+             progress: bool = False, protocol: str = "auto", batching: str = "continuous",
+             build_scale: float = 1.0) -> SimResult:
     """Run the discrete-event simulation of spec on profile for workload; trace=True keeps the timeline.
     ``protocol`` (SSD): "reply" = the draft answers each outcome; "push" = the draft sends each built cache
     and an all-hit round starts the next verification without a message round trip; "auto" = as the
@@ -110,10 +111,12 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     refill from the queue, the batch shrinks once none waits), "kept" (refill in place; a finished row nobody
     takes keeps its slot and forwards cover every slot up to the last live one, as the SSD executor's do) or
     "fixed" (batches of batch_size;
-    finished rows ride along until the batch's last finishes)."""
+    finished rows ride along until the batch's last finishes). ``build_scale``: SSD's cache builds take that
+    many times their profiled cost (the optimizer's build margin: a draft slower than profiled)."""
     _check_inputs(profile, spec, workload, seed)
     check_choice("protocol", protocol, PROTOCOLS)
     check_choice("batching", batching, BATCHING)
+    check_number("build_scale", build_scale, 0.0, 100.0)
     wall = time.perf_counter()
     rng = np.random.default_rng(seed)
     rs = resolve(spec, profile, protocol=protocol)
@@ -132,7 +135,8 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
         bar = tqdm(total=workload.num_sequences * workload.output_tokens, unit="tok", desc=f"simulate {spec.mode}")
     costs = RoundCosts(profile, spec, rs)
     if spec.mode == "ssd":
-        engine = SSDEngine(env, profile, spec, state, events, bar, costs=costs, fast=fast, push=rs.protocol == "push")
+        engine = SSDEngine(env, profile, spec, state, events, bar, costs=costs, fast=fast, push=rs.protocol == "push",
+                           build_scale=float(build_scale))
     else:
         engine = (SDEngine if spec.mode == "sd" else AREngine)(env, profile, spec, state, events, bar, costs=costs)
     engine.start()

@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--repeats", type=integer(1, 50),
                    help="real runs of each checked config, interleaved; the median run counts (default 3; 1 with "
                         "--quick)")
+    p.add_argument("--build-margin", type=number(0.0, 1.0), default=None,
+                   help="rank SSD configs as if the draft's cache builds ran this share slower than profiled, so "
+                        "that a slower moment of the draft does not stall the verifier (default 0.15)")
     p.add_argument("--quick", action="store_true", help="reduced grid and few tokens (a smoke test, ~1 minute)")
     p.add_argument("--json", action="store_true", help="print autotune.json on stdout instead of the summary")
     return p
@@ -61,12 +64,13 @@ def main(args: argparse.Namespace) -> int:
     if args.objective not in ("latency", "throughput"):
         raise ConfigError("--objective", f"unknown value {args.objective!r}", "latency | throughput")
     prompts = prompts_from(args)
-    with flag_errors(("batch_size", "temperature", "max_new_tokens", "threads", "seed", "repeats")):
+    with flag_errors(("batch_size", "temperature", "max_new_tokens", "threads", "seed", "repeats", "build_margin")):
         rep = autotune(args.out, target=args.target, draft=args.draft, device=args.device, quick=args.quick,
                        batch_size=args.batch_size, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                        prompts=prompts,
                        seed=args.seed, threads=args.threads, objective=args.objective,
-                       progress=not args.json and sys.stderr.isatty(), repeats=args.repeats)
+                       progress=not args.json and sys.stderr.isatty(), repeats=args.repeats,
+                       **({} if args.build_margin is None else {"build_margin": args.build_margin}))
     if args.json:
         print_json(rep.doc)
         return 0

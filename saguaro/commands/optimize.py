@@ -12,7 +12,7 @@ from saguaro.commands import common
 CONSTRAINT_FLAGS = {"k_range": "--k-range", "max_budget": "--max-budget", "max_draft_devices": "--max-draft-devices",
                     "target_devices": "--target-devices", "modes": "--modes", "backups": "--backups",
                     "batch_sizes": "--pareto-batch-sizes", "top_n": "--top-n", "placement": "--placement",
-                    "sharing": "--sharing"}
+                    "sharing": "--sharing", "build_margin": "--build-margin"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -34,6 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     g.add_argument("--backups", help="comma list of neural,fast,auto (default neural,fast)")
     g.add_argument("--pareto-batch-sizes", help="extra batch sizes the Pareto frontier spans, e.g. 1,4,16")
     g.add_argument("--top-n", type=common.integer(), help="candidates confirmed by simulation (default 8)")
+    g.add_argument("--build-margin", type=common.number(0.0, 1.0),
+                   help="rank SSD as if its cache builds ran this share slower than profiled (default 0; "
+                        "autotune uses 0.15)")
     common.add_placement_args(g)
     common.add_workload_args(p)
     p.add_argument("--seed", type=common.integer(0, 2**62), default=0, help="random seed of the confirming simulations (default 0)")

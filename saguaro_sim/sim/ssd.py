@@ -32,10 +32,11 @@ from saguaro_sim.sim.link import Link, Mailbox
 class SSDEngine(Engine):
     """Verifier + speculator processes exchanging speculations and outcomes over a Link."""
 
-    def __init__(self, *args: object, fast: bool, push: bool = False, **kw: object) -> None:
+    def __init__(self, *args: object, fast: bool, push: bool = False, build_scale: float = 1.0,
+                 **kw: object) -> None:
         super().__init__(*args, **kw)
         env = self.env
-        self.fast, self.push = fast, push
+        self.fast, self.push, self.build_scale = fast, push, build_scale
         self.caches = Mailbox(env)
         self.draft_devices = max(1, len(self.costs.resolved.tree_width))
         self.to_verifier = Mailbox(env)
@@ -63,7 +64,7 @@ class SSDEngine(Engine):
             self.env.process(self._worker(d))
 
     def _build_s(self, b: int, ctx: float, from_backup: bool, device: int = 0) -> float:
-        return self.costs.build(b, ctx, self.costs.tree_width(from_backup, device))
+        return self.costs.build(b, ctx, self.costs.tree_width(from_backup, device)) * self.build_scale
 
     def _draft_round_s(self, b: int, from_backup: bool) -> float:
         """The lead's own time this round: the median (at this width and tree), plus a stall in a stall_frac

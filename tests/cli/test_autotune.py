@@ -9,6 +9,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from cli_helpers import inproc  # noqa: E402
+
 from calibration import Profile  # noqa: E402
 from saguaro.cli import main as cli  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
@@ -65,7 +67,7 @@ def test_report_files_and_numbers(quick_report):
     md = (out / "report.md").read_text()
     assert f"{ssd_meas:.1f}" in md and "```toml" in md and doc["recommended_toml"].strip() in md
     # two interleaved real runs per config: the median run's numbers (the lower middle of two: the slower)
-    assert doc["repeats"] == 2
+    assert doc["repeats"] == 2 and doc["build_margin"] == 0.15   # SSD ranked with builds 15% slower (BUILD_MARGIN)
     for c in doc["configs"]:
         assert len(c["measured_repeats"]) == 2 and c["measured"]["tokens_per_s"] == min(c["measured_repeats"])
     assert "ratios of medians over 2 interleaved runs each" in md
@@ -96,6 +98,9 @@ def test_report_command_rerenders(quick_report, capsys):
 def test_autotune_bad_input_names_the_flag(tmp_path, capsys):
     assert cli(["autotune", "--out", str(tmp_path / "r"), "--batch-size", "0"]) == 2
     assert "--batch-size" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    code, _, err = inproc(capsys, "autotune", "--out", str(tmp_path / "r"), "--build-margin", "1.5")
+    assert code == 2 and "--build-margin" in err and "[0, 1]" in err and "Traceback" not in err
     assert not (tmp_path / "r").exists()
 
 

@@ -8,7 +8,7 @@ import pytest
 from calibration import AcceptanceModel, ConfigError, HitCurve, LatencyModel, Profile, load_preset
 from saguaro_sim import SpecConfig, Workload, simulate
 from saguaro_sim.analytic import critical_batch_size, predict, resolve_fanouts
-from saguaro_sim.optimize import optimize
+from saguaro_sim.optimize import confirm_workload, optimize
 from saguaro_sim.search import Constraints, candidates, memoized
 
 WL = Workload(num_sequences=16, output_tokens=128, prompt_tokens=32)
@@ -203,3 +203,28 @@ def test_fast_backup_without_measured_acceptance_is_noted():
     measured = batchy().with_(fast_backup_acceptance=AcceptanceModel.geometric(0.5))
     plan2 = optimize(measured, WL, batch_size=8, constraints=cons)
     assert not any("fast-backup acceptance" in n for n in plan2.notes)
+
+
+def test_build_margin_prefers_a_tree_that_leaves_room():
+    # the build grows with the budget; the margin ranks SSD as if builds ran 40% slower, so the chosen tree
+    # (scored with that margin) must simulate no slower with it than the margin-free choice does
+    p = prof(alpha=0.85, target=LatencyModel.constant(0.01), draft=LatencyModel.linear(0.0004, 0.00001))
+    cons = Constraints(modes=("ssd",), k_range=(3, 6), backups=("neural",), top_n=6)
+    plain = optimize(p, WL, constraints=cons)
+    margin = optimize(p, WL, constraints=Constraints(modes=("ssd",), k_range=(3, 6), backups=("neural",), top_n=6,
+                                                     build_margin=0.4))
+    assert margin.table[0]["objective"] == margin.table[0]["margin_tokens_per_s_per_seq"]
+    assert plain.table[0]["objective"] == plain.table[0]["tokens_per_s_per_seq"]   # no margin: the plain score
+    # with a margin every SSD row's margin score is at most its plain one (builds only got slower)
+    assert all(r["margin_tokens_per_s_per_seq"] <= r["tokens_per_s_per_seq"] + 1e-9 for r in margin.table)
+    # and the margin's choice is at least as good under slow builds as the plain choice re-scored so
+    again = simulate(p, plain.best, confirm_workload(WL, 1), seed=0, build_scale=1.4)
+    assert margin.table[0]["margin_tokens_per_s_per_seq"] >= again.tokens_per_s_per_seq - 1e-9
+    assert margin.best.budget <= plain.best.budget
+
+
+def test_build_margin_is_checked():
+    with pytest.raises(ConfigError, match="build_margin"):
+        Constraints(build_margin=1.5)
+    with pytest.raises(ConfigError, match="build_scale"):
+        simulate(prof(), SpecConfig(mode="ssd", k=2), WL, build_scale=-1)

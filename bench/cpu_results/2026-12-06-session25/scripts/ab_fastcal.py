@@ -19,6 +19,12 @@ CASES = {   # the choices autotune printed: pass 1 (without the fast run) and pa
            "ssd_after": dict(k=8, fanout=(3, 3, 7, 3, 2, 9, 0, 1, 4), fanout_miss=(6, 5, 1, 12, 1, 1, 1, 2, 3),
                              backup="fast"),
            "sd@5": dict(k=5), "sd@6": dict(k=6)},
+    # the build margin (scripts/margin_choice.py on pass 6's autotune folder): margin 0 against 0.15
+    "margin": {"ssd_margin0": dict(k=8, fanout=(3, 3, 13, 3, 2, 9, 0, 1, 2), fanout_miss=(6, 5, 1, 12, 1, 5, 1, 2, 3),
+                                   backup="fast"),
+               "ssd_margin15": dict(k=8, fanout=(4, 3, 7, 3, 2, 2, 0, 2, 4), fanout_miss=(6, 1, 1, 12, 1, 1, 1, 1, 3),
+                                    backup="fast"),
+               "sd@5": dict(k=5), "sd@6": dict(k=6)},
 }
 case, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 b = 4 if case == "b4" else 1
