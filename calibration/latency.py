@@ -10,6 +10,8 @@ import numpy as np
 from calibration.errors import ConfigError, check_number, show
 
 KINDS = ("constant", "linear", "piecewise", "roofline")
+MAX_TILE = 64
+_TAIL_KEYS = ("tile", "tail_s")
 _ROOFLINE_KEYS = ("weight_bytes", "flops_per_token", "kv_bytes_per_token", "attn_flops_per_ctx",
                   "peak_flops", "mem_bw", "efficiency", "overhead_s", "comm_base_s", "comm_per_token_s")
 
@@ -22,8 +24,15 @@ class LatencyModel:
     - linear: {"base", "per_token", "per_context"}: base + per_token*batch*new + per_context*batch*context
     - piecewise: {"knots_x", "knots_y", "per_context"}: piecewise-linear in batch*new (linear extrapolation)
       plus per_context*batch*context
+    - linear and piecewise, optional {"per_pair"}: + per_pair*batch*new*context, attention's (query, key)
+      pairs
     - linear and piecewise, optional {"single_ratio"}: the measured / fitted ratio of one row's single-token
       forward (a matrix-vector product, another kernel than the matrix products around it), applied there only
+    - linear and piecewise, optional {"tile", "tail_s"}: seconds added when the new tokens per sequence
+      (> 1) are not a multiple of `tile`, tail_s[r - 1] for remainder r: the kernels work in blocks of rows
+      and a partial block costs extra (the deep pair on the 2-core box: blocks of 4, +3-8%, 2026-12-07;
+      GPUs: tile quantization). Keyed on new tokens, not batch*new: at batch 4 the deep target's 3 new tokens
+      still cost more than 4, and that form fit the profile better
     - roofline: max(compute, memory) time from hardware peaks and model shape, plus overheads; optional
       {"flops_efficiency", "multi_token_s", "token_s", "score_bytes_per_qk", "logit_bytes_per_token"}: a software
       stack's costs
@@ -57,16 +66,19 @@ class LatencyModel:
                 raise ConfigError("latency.params.knots_x", "must be strictly increasing", "increasing token counts")
             for i, y in enumerate(ys):
                 check_number(f"latency.params.knots_y[{i}]", y, 0.0)
-            if "per_context" in p:
-                check_number("latency.params.per_context", p["per_context"], 0.0)
+            for key in ("per_context", "per_pair"):
+                if key in p:
+                    check_number(f"latency.params.{key}", p[key], 0.0)
         else:
             for key, v in p.items():
-                check_number(f"latency.params.{key}", v, 0.0)
+                if key not in _TAIL_KEYS:
+                    check_number(f"latency.params.{key}", v, 0.0)
             if self.kind == "roofline":
                 for key in ("peak_flops", "mem_bw", "efficiency") + (("flops_efficiency",) * ("flops_efficiency" in p)):
                     check_number(f"latency.params.{key}", p[key], 0.0, lo_open=True)
         if "single_ratio" in p:
             check_number("latency.params.single_ratio", p["single_ratio"], 0.0, 10.0, lo_open=True)
+        _check_tail(self.kind, p)
 
     # constructors -------------------------------------------------------------------------------
     @classmethod
@@ -98,6 +110,10 @@ class LatencyModel:
             t = _piecewise(p["knots_x"], p["knots_y"], tokens) + p.get("per_context", 0.0) * batch * context
         else:
             return _roofline(p, batch, new_tokens, context)
+        t += p.get("per_pair", 0.0) * tokens * context
+        rem = int(round(new_tokens)) % p["tile"] if "tile" in p else 0
+        if rem and new_tokens > 1:
+            t = max(0.0, t + p["tail_s"][rem - 1])
         return t * p["single_ratio"] if tokens == 1 and "single_ratio" in p else t
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +130,26 @@ class LatencyModel:
             return cls(d["kind"], dict(d.get("params", {})))
         except ConfigError as e:
             raise ConfigError(f"{where}.{e.field.removeprefix('latency.')}", e.problem, e.allowed) from None
+
+
+def _check_tail(kind: str, p: dict) -> None:
+    """tile and tail_s come together, on the fitted forms only: an integer tile in [2, MAX_TILE] and tile - 1
+    numbers of seconds (a fit may find a small negative one; the sum is kept >= 0 where it is used)."""
+    have = [k for k in _TAIL_KEYS if k in p]
+    if not have:
+        return
+    if kind not in ("linear", "piecewise"):
+        raise ConfigError(f"latency.params.{have[0]}", f"not a parameter of kind {kind!r}", "linear | piecewise")
+    if len(have) == 1:
+        missing = ({*_TAIL_KEYS} - set(have)).pop()
+        raise ConfigError(f"latency.params.{missing}", f"missing beside {have[0]}", "tile and tail_s together")
+    check_number("latency.params.tile", p["tile"], 2, MAX_TILE, integer=True)
+    tail = p["tail_s"]
+    if not isinstance(tail, list | tuple) or len(tail) != int(p["tile"]) - 1:
+        raise ConfigError("latency.params.tail_s", f"must be a list of tile - 1 = {int(p['tile']) - 1} numbers",
+                          "one number of seconds per remainder 1 .. tile - 1")
+    for i, v in enumerate(tail):
+        check_number(f"latency.params.tail_s[{i}]", v, -10.0, 10.0)
 
 
 def _piecewise(xs: list[float], ys: list[float], x: float) -> float:

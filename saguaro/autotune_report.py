@@ -118,7 +118,10 @@ def profile_rows(profile) -> list[list]:
     rows = []
     for who in ("target", "draft"):
         f = prov.get(f"{who}_fit", {})
-        rows.append([f"{who} latency", f.get("form"), f.get("n"), f.get("cv_mape")])
+        form = f.get("form")
+        if f.get("tile"):
+            form = f"{form}, +tail off multiples of {f['tile']} rows"
+        rows.append([f"{who} latency", form, f.get("n"), f.get("cv_mape")])
     if prov.get("link_executor", {}).get("n"):
         micro = prov.get("link_microbench_s")
         rows.append(["link (SSD rounds)", f"{profile.link_s * 1e6:.1f} us one way effective"

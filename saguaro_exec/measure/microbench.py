@@ -51,12 +51,15 @@ class LatencyGrid:
 def default_grid(who: str, ks: tuple[int, ...] = (2, 4, 6, 8), budgets: tuple[int, ...] = (8, 16, 32, 64),
                  batches: tuple[int, ...] = (1, 2, 4), contexts: tuple[int, ...] = (64, 256, 640),
                  draft_devices: int = 1, quick: bool = False) -> LatencyGrid:
-    """Grid covering what a run does: AR/decode steps (1), verify widths (K+1); for the draft also tree
-    widths (ceil(budget / draft_devices)). quick: a few points only (tests)."""
+    """Grid covering what a run does: AR/decode steps (1), every verify width 1 .. max(ks) + 1 (the matrix
+    kernels' cost is a sawtooth in rows, calibration/latency.py's tile: odd widths alone miss it); for the draft
+    also tree widths (ceil(budget / draft_devices)). quick: a few points only (tests)."""
     check_choice("who", who, WHO)
     if quick:
         ks, budgets, batches, contexts = ks[:2], budgets[:2], batches[:2], contexts[:2]
-    widths = {1} | {k + 1 for k in ks}
+        widths = {1} | {k + 1 for k in ks}
+    else:
+        widths = set(range(1, max(ks) + 2))
     if who == "draft":
         widths |= {math.ceil(b / draft_devices) for b in budgets}
     return LatencyGrid(tuple(batches), tuple(sorted(widths)), tuple(contexts))

@@ -25,8 +25,9 @@ def small(hidden=64, layers=2, positions=512):
 def test_default_grid_covers_verify_and_tree_widths():
     d = default_grid("draft", ks=(3, 5), budgets=(12, 40), draft_devices=2)
     t = default_grid("target", ks=(3, 5), budgets=(12, 40))
-    assert set(d.new_tokens) == {1, 4, 6, 20}  # decode, K+1, ceil(budget / draft devices)
-    assert set(t.new_tokens) == {1, 4, 6}
+    assert set(d.new_tokens) == {1, 2, 3, 4, 5, 6, 20}  # decode, every width to K+1, ceil(budget / draft devices)
+    assert set(t.new_tokens) == {1, 2, 3, 4, 5, 6}
+    assert set(default_grid("target", ks=(3, 5), quick=True).new_tokens) == {1, 4, 6}
     assert len(d.points()) == len(d.batches) * len(d.new_tokens) * len(d.contexts)
     with pytest.raises(ConfigError, match="who"):
         default_grid("oracle")

@@ -33,7 +33,11 @@ def test_verify_cpu_time_recorded_on_cpu(spec):
     share = min(before, core_share())
     rows = rep.measurements.rounds
     assert rows and all("verify_cpu_s" in r for r in rows)
-    assert all(0.0 < r["verify_cpu_s"] <= r["verify_s"] + 1e-4 for r in rows)
+    # the thread's CPU clock is read a syscall after the wall clock at both ends; 1 ms of slack, as one SSD row
+    # of a suite on two workers once went past 0.1 ms (2026-12-07); the worst row is shown when it fails
+    worst = max(rows, key=lambda r: r["verify_cpu_s"] - r["verify_s"])
+    assert all(0.0 < r["verify_cpu_s"] <= r["verify_s"] + 1e-3 for r in rows), (worst["verify_cpu_s"],
+                                                                                 worst["verify_s"])
     # the thread ran its own verification: it got about the core share a spin loop gets beside the run (wall
     # time would give 1.0 always, process time would count the other threads; a busy host lowers both alike)
     measured = statistics.median(r["verify_cpu_s"] / r["verify_s"] for r in rows)
