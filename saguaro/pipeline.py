@@ -210,6 +210,10 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
                    # reach K-1 (the all-accepted entry is read at any K; see calibration.fit_hits)
                    SpecConfig(mode="ssd", k=2, budget=6, temperature=temperature, batch_size=batch_size),
                    SpecConfig(mode="sd", k=cfg["calib_k"] // 2, temperature=temperature, batch_size=batch_size),
+                   # and at the largest K: with K/2 alone the SD rates past it were the last one's, repeated
+                   # (deep pair, K 7: 4.43 tokens per round predicted, 3.94-4.06 measured, sessions 26-27); two
+                   # K also tell the draft loop's set-up apart (calibration.fit_plane.loops_told_apart)
+                   SpecConfig(mode="sd", k=cfg["calib_k"], temperature=temperature, batch_size=batch_size),
                    SpecConfig(mode="ar", k=0, temperature=temperature, batch_size=batch_size),
                    # the fast backup's acceptance (calibration.fit_fast_backup): without it the planner takes the
                    # n-gram copy as never accepted, and on text it copies well (deep pair, batch 4: 4.1 of 5

@@ -32,8 +32,8 @@ def test_report_files_and_numbers(quick_report):
                  "pred_vs_meas.png", "pred_vs_meas.json", "hit_vs_fanout.png", "timelines.png",
                  "trace_real_ssd.json", "trace_sim_ssd.json", "measurements/grid.json",
                  "measurements/calibration_0_ssd.json", "measurements/calibration_1_ssd.json",
-                 "measurements/calibration_2_sd.json", "measurements/calibration_3_ar.json",
-                 "measurements/calibration_4_ssd.json", "profile_sd.json", "profile_refit_ar.json", "measurements/ssd_run.json", "measurements/sd_run.json",
+                 "measurements/calibration_2_sd.json", "measurements/calibration_3_sd.json",
+                 "measurements/calibration_4_ar.json", "measurements/calibration_5_ssd.json", "profile_sd.json", "profile_refit_ar.json", "measurements/ssd_run.json", "measurements/sd_run.json",
                  "measurements/ar_run.json"):
         assert (out / name).is_file(), name
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # staged folder renamed, no leftovers
@@ -71,13 +71,17 @@ def test_report_files_and_numbers(quick_report):
     for c in doc["configs"]:
         assert len(c["measured_repeats"]) == 2 and c["measured"]["tokens_per_s"] == min(c["measured_repeats"])
     assert "ratios of medians over 2 interleaved runs each" in md
-    # the refit profile saw the five calibration runs and the two real runs of each config
+    # the refit profile saw the six calibration runs and the two real runs of each config
     refit = Profile.from_json(out / "profile_refit.json")
-    assert refit.provenance["samples"]["runs"] == 5 + 2 * n and rep.refit.provenance["samples"]["runs"] == 5 + 2 * n
+    assert refit.provenance["samples"]["runs"] == 6 + 2 * n and rep.refit.provenance["samples"]["runs"] == 6 + 2 * n
     first = Profile.from_json(out / "profile.json")
-    assert first.provenance["samples"]["runs"] == 5 and first.provenance["executor_runs"]["used"] == ["ssd@T=0.0"]
-    assert Profile.from_json(out / "profile_sd.json").provenance["executor_runs"]["used"] == ["sd@T=0.0"]
-    # the fifth calibration run uses the fast backup, so the planner knows how often its n-gram copy is
+    assert first.provenance["samples"]["runs"] == 6 and first.provenance["executor_runs"]["used"] == ["ssd@T=0.0"]
+    sd_profile = Profile.from_json(out / "profile_sd.json")
+    assert sd_profile.provenance["executor_runs"]["used"] == ["sd@T=0.0"]
+    # SD calibrated at K/2 and at the largest K: its rates come from runs to K 4 (quick), not K 2's repeated
+    assert [c["spec"]["k"] for c in doc["calibration_runs"] if c["spec"]["mode"] == "sd"] == [2, 4]
+    assert len(sd_profile.acceptance.by_temperature[0.0]) == 4
+    # the last calibration run uses the fast backup, so the planner knows how often its n-gram copy is
     # accepted before it builds after-miss trees for it (without: taken as never, 0.97 hits predicted, 0.75 run)
     assert [c["spec"]["backup"] for c in doc["calibration_runs"]][-1] == "fast"
     assert first.fast_backup_acceptance is not None and "0.0" in first.provenance["fast_backup_fit"]["by_temperature"]
