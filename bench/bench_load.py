@@ -197,9 +197,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--prefill", default="timed", choices=("timed", "profile"),
                     help="prefill cost: lines fitted on this benchmark's prompts timed at 1..batch rows (default), or "
                          "the profile's (with --acceptance workload, its run's refills where it has none)")
-    ap.add_argument("--ssd-width", default="prefix", choices=("prefix", "batch", "live"),
-                    help="rows the simulator charges an SSD round: up to the last live one, as the executor "
-                         "forwards (default)")
+    ap.add_argument("--ssd-width", default="live", choices=("live", "prefix", "batch"),
+                    help="rows the simulator charges an SSD round: the live ones, as the executor forwards since it "
+                         "moves live rows over finished ones (default); prefix: up to the last live one (before)")
     ap.add_argument("--after-idle", default="fit", choices=("fit", "none"),
                     help="the slower rounds after an idle gap: fitted on one light-load run per mode before the "
                          "measurement (default), or left out")

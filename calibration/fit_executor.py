@@ -45,7 +45,7 @@ def forward_widths(run: RunRounds) -> Callable[[dict], int]:
     """width(row): the rows that round's forwards ran. The executor records it (``width``); older runs: the
     live count where AR / SD refill at the row level (their rounds carry ``refill``: finished rows are closed,
     so only live rows are forwarded), else the batch's largest live count (finished rows rode along, as they
-    still do in SSD once the queue is empty)."""
+    did in SSD before it moved its live rows over finished ones)."""
     widths = batch_widths(run)
     compacts = run.mode != "ssd" and any("refill" in r for r in run.rounds)
 

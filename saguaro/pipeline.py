@@ -114,9 +114,10 @@ def predicted(profile: Profile, spec: SpecConfig, workload: Workload, seed: int,
     from saguaro_sim.simulate import simulate
 
     draws = min(16, -(-CONFIRM_MIN_TOKENS // (workload.num_sequences * workload.output_tokens)))
-    # the executor refills finished rows from its queue; in SSD both sides keep the batch's rows to the end
+    # the executor refills finished rows from its queue and closes the rest (SSD too: both sides move live rows
+    # over finished ones, engine/state.compact_rows), so every mode is simulated continuous
     runs = [simulate(profile, spec, workload, seed=seed + i, trace=trace and i == 0,
-                     protocol=protocol_for(spec, profile), batching="kept" if spec.mode == "ssd" else "continuous")
+                     protocol=protocol_for(spec, profile), batching="continuous")
             for i in range(draws)]
 
     def mean(key: str) -> float:

@@ -36,6 +36,7 @@ from saguaro_exec.speculator.process import DraftArgs, load_source
 from saguaro_exec.speculator.stream import StreamLink
 from saguaro_exec.speculator.transport import resolve_transport
 from saguaro_exec.speculator.worker import WorkerSpec
+from saguaro_exec.tp.target import TPTarget
 
 __all__ = ["resolve_run", "run"]
 
@@ -111,7 +112,8 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
     dec, q = _queue(config, p, dec)
     prompts, arrivals, out_lens = q.get("prompts", p.ids), q.get("arrivals"), q.get("out_lens")
     ws = WorkerSpec(k=spec.k, fanout=p.fanout, fanout_miss=p.fanout_miss, sampler_c=spec.sampler_c, backup=p.backup,
-                    temperature=spec.temperature, max_new=dec.max_new, accel=p.daccel)
+                    temperature=spec.temperature, max_new=dec.max_new, accel=p.daccel,
+                    compact=not isinstance(p.target, TPTarget))   # a TP cache cannot move rows
     queue, width = [prompts], min(spec.batch_size, len(prompts))   # one queue, refilled rows (both sides)
     first = None if arrivals is None else min(width, sum(a <= 0.0 for a in arrivals))   # rows taken at t = 0
     fb.max_new = dec.max_new                                      # a trace's longest output sizes every cache
@@ -131,7 +133,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
             on_fault = None if config.fallback == "none" else fb.handler(bi, link.abort)
             synth = batch_outcomes(config, bi, vocab, list(dec.eos_ids), config.synthetic and partial(link_candidates, link))
             yield run_ssd(p.target, link, batch, dec, spec.k, gen, on_fault=on_fault, accel=p.accel, synthetic=synth,
-                          width=width, arrivals=arrivals, out_lens=out_lens)
+                          width=width, arrivals=arrivals, out_lens=out_lens, compact=ws.compact)
 
 
 def _open_link(config: RunConfig, args: DraftArgs, p: Prepared, meta: dict):

@@ -109,7 +109,8 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     and an all-hit round starts the next verification without a message round trip; "auto" = as the
     executor's ``RunConfig.ssd_protocol`` "auto" resolves it. ``batching``: "continuous" (finished slots
     refill from the queue, the batch shrinks once none waits), "kept" (refill in place; a finished row nobody
-    takes keeps its slot and forwards cover every slot up to the last live one, as the SSD executor's do) or
+    takes keeps its slot and forwards cover every slot up to the last live one, as the SSD executor's do over a
+    tensor-parallel target; elsewhere it moves live rows over finished ones: "continuous") or
     "fixed" (batches of batch_size;
     finished rows ride along until the batch's last finishes). ``build_scale``: SSD's cache builds take that
     many times their profiled cost (the optimizer's build margin: a draft slower than profiled)."""

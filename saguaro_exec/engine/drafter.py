@@ -12,7 +12,7 @@ import torch
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
 from saguaro_exec.engine.decode_steps import step_decoder
 from saguaro_exec.engine.refill import remap
-from saguaro_exec.engine.state import forwarded_rows
+from saguaro_exec.engine.state import forwarded_rows, swap_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_host
@@ -46,6 +46,14 @@ class Drafter:
         self.done = remap(self.done, moves, w, n, False)
         self.n_valid = torch.tensor(remap(self.n_valid.tolist(), moves, w, n, 0), dtype=torch.long)
         self.restart_rows(admitted, [self.state.slots[b].tokens for b in admitted])
+
+    def compact(self, swaps: list[tuple[int, int]]) -> None:
+        """Apply ``state.compact_rows``' swaps as the verifier does (SSD): the live row's K/V, tokens and length
+        go to the finished row's place (the tree region is rebuilt every round)."""
+        for src, dst in swaps:
+            self.runner.move_row(src, dst)
+        self.seqs, self.done = swap_rows(self.seqs, swaps), swap_rows(self.done, swaps)
+        self.n_valid = torch.tensor(swap_rows(self.n_valid.tolist(), swaps), dtype=torch.long)
 
     def restart_rows(self, rows: list[int], prompts: list[list[int]]) -> None:
         """Each row of ``rows`` (existing ones, or the next new ones in order) starts its prompt, cached but

@@ -19,7 +19,7 @@ import torch
 
 from saguaro_exec.engine.rounds import BatchResult, event, new_round, request_times, thread_cpu
 from saguaro_exec.engine.settings import Decoding
-from saguaro_exec.engine.state import forwarded_rows
+from saguaro_exec.engine.state import forwarded_rows, next_swaps
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.model import Transformer
@@ -73,7 +73,7 @@ def _rows(log: list[tuple], replies: list[Reply], events: list[dict]) -> tuple[l
 
 def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, k: int, gen: torch.Generator,
             on_fault=None, accel=None, synthetic=None, width: int | None = None, arrivals: list[float] | None = None,
-            out_lens: list[int] | None = None) -> BatchResult:
+            out_lens: list[int] | None = None, compact: bool = False) -> BatchResult:
     """One batch through SSD; ``link`` is an open ProcessLink or InlineLink already serving this batch.
     ``width`` rows (default: one per prompt) work through ``prompts``: a finished row takes the next arrived
     prompt at the round boundary (in place, row order; the outcome marks the refilled rows and the draft
@@ -82,7 +82,10 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     arrival before it sends the outcome; ``out_lens``: per-request max new tokens.
     A DraftFault from the link goes to ``on_fault(verifier, round, fault) -> (rounds, events)``, which
     finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py).
-    ``synthetic``: timing-only outcomes whose bonus tokens come from the link's cache (engine/synthetic.py)."""
+    ``synthetic``: timing-only outcomes whose bonus tokens come from the link's cache (engine/synthetic.py).
+    ``compact`` (the link's WorkerSpec.compact): after each outcome live rows move over finished ones on both
+    sides (state.compact_rows), so forwards cover the live rows only; the link hands the next speculation
+    over in the moved order."""
     ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel,
                    width=len(prompts) if width is None else width, out_lens=out_lens)
     ver.synthetic = synthetic
@@ -127,6 +130,8 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
                 used = {"verify_cpu_s": max(0.0, cpu() - c1 - (t3 - idle - t2))} if cpu else {}
                 log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, width, used))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
+                if compact and any(done):                       # ... as does the move (a row finished)
+                    ver.compact(next_swaps(done, set(fresh)))
             t0, r = now(), r + 1
             admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}
             reply = link.recv()      # the speculator's next speculation (push: looked up in its cache)

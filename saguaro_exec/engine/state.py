@@ -70,6 +70,37 @@ def forwarded_rows(done: list[bool]) -> int:
     return 1
 
 
+def compact_rows(done: list[bool]) -> list[tuple[int, int]]:
+    """SSD's other rule both sides apply without a message, after the refill: each finished row before the
+    last live one swaps with that live row (src live, dst finished; lowest finished first), so the live rows
+    are 0..n-1 and every forward covers them alone. Returns the swaps in the order to apply them."""
+    done = list(done)
+    swaps: list[tuple[int, int]] = []
+    lo, hi = 0, len(done) - 1
+    while True:
+        while lo < hi and not done[lo]:
+            lo += 1
+        while hi > lo and done[hi]:
+            hi -= 1
+        if lo >= hi:
+            return swaps
+        swaps.append((hi, lo))
+        done[lo], done[hi] = False, True
+
+
+def next_swaps(done: list[bool], fresh) -> list[tuple[int, int]]:
+    """``compact_rows`` on the done flags an outcome leaves once its ``fresh`` (refilled) rows are live."""
+    return compact_rows([d and b not in fresh for b, d in enumerate(done)]) if any(done) else []
+
+
+def swap_rows(values: list, swaps: list[tuple[int, int]]) -> list:
+    """``values`` (one per row) with ``compact_rows``' swaps applied (a new list)."""
+    out = list(values)
+    for a, b in swaps:
+        out[a], out[b] = out[b], out[a]
+    return out
+
+
 def refill_rows(done: list[bool], left: int) -> list[int]:
     """The rule both sides of SSD apply without a message: finished rows, in row order, take the next
     ``left`` prompts of the queue (what ``BatchState.refill`` does in place when every request has arrived)."""
@@ -156,6 +187,10 @@ class BatchState:
         fixed row count on both sides; ``refill`` gives these slots to arriving requests first, in row order)."""
         while len(self.slots) < self.width:
             self.slots.append(Sequence(list(IDLE_ROW), len(IDLE_ROW), 0, done=True, rid=-1))
+
+    def swap(self, swaps: list[tuple[int, int]]) -> None:
+        """Apply ``compact_rows``' swaps to the slots (the Sequences themselves stay in ``requests``)."""
+        self.slots = swap_rows(self.slots, swaps)
 
     def refill(self, now_s: float, movable: bool = True) -> tuple[list[tuple[int, int]], list[int]]:
         """Give finished slots (then free ones, up to ``width``) to the requests arrived by ``now_s``; with

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from saguaro_exec.engine.cached_model import CachedModel, kv_capacity
 from saguaro_exec.engine.refill import remap
-from saguaro_exec.engine.state import BatchState, forwarded_rows
+from saguaro_exec.engine.state import BatchState, forwarded_rows, swap_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device, to_host
@@ -41,6 +41,14 @@ class Verifier:
         self.runner.prefill_rows(admitted, [self.state.slots[b].tokens[:-1] for b in admitted])  # one forward
         for b in admitted:
             self.n_valid[b] = len(self.state.slots[b].tokens) - 1
+
+    def compact(self, swaps: list[tuple[int, int]]) -> None:
+        """Apply ``state.compact_rows``' swaps (SSD): the live row's K/V and length go to the finished row's
+        place; the finished row's K/V are left behind, never read (a refill prefills its row afresh)."""
+        for src, dst in swaps:
+            self.runner.move_row(src, dst)
+        self.state.swap(swaps)
+        self.n_valid = torch.tensor(swap_rows(self.n_valid.tolist(), swaps), dtype=torch.long)
 
     def prefill(self) -> None:
         """Cache every prompt but its last token (which is fed with the first speculation)."""

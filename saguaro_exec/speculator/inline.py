@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from saguaro_exec.engine.state import next_swaps
 from saguaro_exec.sampling import batch_generator
 from saguaro_exec.speculator.process import DraftArgs, load_source
-from saguaro_exec.speculator.protocol import Reply
+from saguaro_exec.speculator.protocol import Reply, reordered
 from saguaro_exec.speculator.worker import DraftWorker
 
 
@@ -39,6 +40,7 @@ class InlineLink:
     def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
         self._outcome = (acc, bonus, done)
         self.worker.admitted = self.worker.next + len(fresh)
+        self._swaps = next_swaps(done, set(fresh)) if self.args.ws.compact else []
 
     def build_now(self) -> None:
         """Build the cache of the speculation being verified now (the synthetic mode needs it before the
@@ -50,7 +52,11 @@ class InlineLink:
     def recv(self) -> Reply:
         self.build_now()
         self.built = False
-        return self.worker.answer(*self._outcome)
+        return self.answered()
+
+    def answered(self) -> Reply:
+        """The worker's answer to the outcome sent, in the next round's row order (see ProcessLink._reordered)."""
+        return reordered(self.worker.answer(*self._outcome), self._swaps)
 
     def close(self) -> None:
         return None

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import torch
 
+from saguaro_exec.engine.state import next_swaps, swap_rows
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.spawn import ChildFailed, SupervisedContext, Supervisor
 from saguaro_exec.speculator.cache_message import CacheLayout, CacheRows
@@ -22,6 +23,7 @@ from saguaro_exec.speculator.protocol import (
     OutcomeMessage,
     Reply,
     connect,
+    reordered,
     reply_width,
     unpack_reply,
     words,
@@ -127,6 +129,7 @@ class ProcessLink(SupervisedContext):
             raise self._startup_fault
         self._bsz = bsz
         self._live = [True] * bsz
+        self._swaps: list[tuple[int, int]] = []   # the last outcome's compaction (``_reordered``)
         self._out = OutcomeMessage(bsz)      # rewritten in place once the last one's send is done (recv
         # waits for it; PushLink.send does before writing)
         self._arm()
@@ -177,6 +180,7 @@ class ProcessLink(SupervisedContext):
         """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows."""
         self._out.write(acc.tolist(), bonus.tolist(), done, stop, fresh)
         self._live = [not d or b in fresh for b, d in enumerate(done)]
+        self._swaps = next_swaps(done, fresh) if self.args.ws.compact else []
         try:
             self._sending = _pending(self.pg.send([self._out.tensor], 1, TAG))   # gloo: completes once read
         except RuntimeError as e:
@@ -189,7 +193,15 @@ class ProcessLink(SupervisedContext):
         if self._sending is not None:
             self._wait_posted(self._sending)
             self._sending = None
-        return self._recv_reply()
+        return self._reordered(self._recv_reply())
+
+    def _reordered(self, reply: Reply) -> Reply:
+        """The reply (checked in the order it was made) in the next round's row order: the draft moves its
+        rows by the same rule on the same outcome (``state.compact_rows``), so no message carries the moves."""
+        if not self._swaps:
+            return reply
+        self._live = swap_rows(self._live, self._swaps)
+        return reordered(reply, self._swaps)
 
     def close(self) -> None:
         """Wait for the draft process (it exits after the last batch); terminate, then kill, if it does not."""
@@ -284,6 +296,7 @@ class PushLink(ProcessLink):
         except RuntimeError as e:
             raise self._failure(e) from None
         self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)   # for recv
+        self._swaps = next_swaps(done, self._fresh) if self.args.ws.compact else []
 
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""
@@ -322,5 +335,7 @@ class PushLink(ProcessLink):
             reply = Reply(hits, ranks, self.from_backup, tokens, q, times)
         if not self._stop:
             self._post_cache()
-        return reply
+        if self._swaps:
+            self.from_backup = swap_rows(self.from_backup, self._swaps)
+        return self._reordered(reply)
 

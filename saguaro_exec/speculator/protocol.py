@@ -27,6 +27,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from saguaro_exec.engine.state import swap_rows
+
 TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
 TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
@@ -46,6 +48,19 @@ class Reply:
     tokens: torch.Tensor       # [B, K]
     q: torch.Tensor | None     # [B, K, V] at temperature > 0
     times: dict = field(default_factory=dict)  # phase -> (start, end) seconds since run start
+
+
+def reordered(reply: Reply, swaps: list[tuple[int, int]]) -> Reply:
+    """``reply`` with its speculation (tokens, q, from_backup) in the row order after ``swaps``
+    (``state.compact_rows``: the next round's rows); hit and rank keep the order of the round they answer."""
+    if not swaps:
+        return reply
+    perm = swap_rows(list(range(len(reply.tokens))), swaps)
+    idx = torch.tensor(perm, dtype=torch.long)
+    fb = reply.from_backup
+    fb = fb[idx] if isinstance(fb, torch.Tensor) else swap_rows(fb, swaps)
+    q = None if reply.q is None else reply.q[idx.to(reply.q.device)]
+    return Reply(reply.hit, reply.rank, fb, reply.tokens[idx.to(reply.tokens.device)], q, reply.times)
 
 
 def connect(port: int, rank: int, timeout_s: float, store: dist.Store | None = None) -> dist.ProcessGroup:

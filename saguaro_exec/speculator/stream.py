@@ -90,7 +90,7 @@ class StreamLink(InlineLink):
         if self.stream is not None:   # the outcome was computed on the verifier's stream
             self.stream.wait_stream(torch.cuda.current_stream(self.stream.device))
         with self._side():
-            reply = self.worker.answer(*self._outcome)
+            reply = self.answered()
         self.built = False
         reply = self._main_waits(reply)
         if not self._stop:            # the last reply of the run: nothing left to build for

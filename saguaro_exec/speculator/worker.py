@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from saguaro_exec.engine.drafter import Drafter, pad_rows
-from saguaro_exec.engine.state import IDLE_ROW, refill_rows
+from saguaro_exec.engine.state import IDLE_ROW, next_swaps, refill_rows, swap_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
 from saguaro_exec.model.transfer import to_device
@@ -35,6 +35,7 @@ class WorkerSpec:
     temperature: float
     max_new: int
     n_rank: int = 64
+    compact: bool = False  # after each outcome both sides move live rows over finished ones (state.compact_rows)
     accel: Accel = field(default_factory=Accel)   # the draft process's GPU fast path (accel.py)
 
 
@@ -73,6 +74,7 @@ class DraftWorker:
         self.answered: tuple[float, float] = (0.0, 0.0)   # the last ``take``'s (start, end)
         self._pending: tuple | None = None
         self._answer: tuple | None = None          # what ``reply`` needs of the last ``take``
+        self._swaps: list[tuple[int, int]] = []    # the last outcome's compaction, applied by the next build
 
     @property
     def from_backup(self) -> torch.Tensor:
@@ -108,6 +110,8 @@ class DraftWorker:
         d, ws = self.drafter, self.ws
         t0 = self._now()
         self._settle()
+        if self._swaps:
+            self._compact()
         ts = self._now()
         d_logits = d.glue(self.sent)                  # [m, K+1, V]: finished rows after the last live one
         t1 = self._now()                              # are not forwarded (Drafter.glue), nor forked / drafted
@@ -166,6 +170,8 @@ class DraftWorker:
             toks = [bt if m else t for bt, t, m in zip(b_tokens.tolist(), toks, live_miss)]
             backup_t = (tb, self._now())
         self.sent, self._from_backup = toks, live_miss
+        if self.ws.compact:                                # the reply keeps this round's row order; the
+            self._swaps = next_swaps(done, set(rows_in))   # next build moves the rows (as the verifier)
         self.answered = (t0, self._now())
         self._answer = (acc, bonus, js, backup_q, backup_t)
         return any(live_miss)
@@ -191,6 +197,13 @@ class DraftWorker:
         tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)
         return Reply(torch.tensor([j >= 0 for j in js], dtype=torch.bool), torch.tensor(ranks, dtype=torch.long),
                      live_miss, tokens, q, times)
+
+    def _compact(self) -> None:
+        """Move live rows over finished ones (``state.compact_rows``, as the verifier did on the same outcome):
+        the drafter's rows, the outstanding speculation and its backup flags."""
+        swaps, self._swaps = self._swaps, []
+        self.drafter.compact(swaps)
+        self.sent, self._from_backup = swap_rows(self.sent, swaps), swap_rows(self._from_backup, swaps)
 
     def _settle(self) -> None:
         """Apply the last outcome to the draft's sequences (deferred off the reply's critical path)."""

@@ -7,7 +7,8 @@ round boundary; joining rows are prefilled first (the decode batch waits: no chu
 gives its first token(s) (an SD / SSD round up to K + 1 of them); a row leaves at the end of the round that
 completes its output tokens. A new SSD row's first speculation is the backup's (the executor's refill).
 Charged width: AR and SD rounds at the live rows; SSD at the live rows (`ssd_width="live"`), at every slot up to
-the last live one (`"prefix"`: what the executor's SSD forwards, its rows kept in place for fixed-shape messages),
+the last live one (`"prefix"`: the executor's SSD over a tensor-parallel target, its rows kept in place; elsewhere it
+moves live rows over finished ones, `"live"`),
 or at every slot while any row is live (`"batch"`: the executor before it skipped finished rows).
 
 Speed: a row's future (tokens and hit of each of its rounds) does not depend on the other rows, so it is
@@ -73,7 +74,7 @@ class Replica:
         check_choice("ssd_width", ssd_width, SSD_WIDTHS)
         self.profile, self.schedule, self.stream, self.max_batch = profile, schedule, stream, max_batch
         # rows an SSD round forwards while any is live (None: the live ones); "batch": every one of min(B,
-        # requests) slots; "prefix": the slots up to the last live one (the executor: rows stay in place)
+        # requests) slots; "prefix": the slots up to the last live one (rows kept in place: a TP target)
         ssd = schedule.mode == "ssd"
         self.fixed_width = min(max_batch, len(stream)) if ssd_width == "batch" and ssd else None
         self.prefix_width = ssd_width == "prefix" and ssd

@@ -30,7 +30,8 @@ def simulate_load(profile: Profile, config: SpecConfig | ConfigSchedule, stream:
     is given, cost per million output tokens when `gpu_hour_usd` is. TTFT ends with a request's first decode
     round (its prefill gives no token, as in the executor), TPOT = (finish - first token) / (tokens - 1).
     ssd_width: the rows an SSD round forwards, "live" (the live ones, as AR and SD), "prefix" (every slot up
-    to the last live one: saguaro_exec's SSD, whose rows stay in place) or "batch" (all min(max_batch,
+    to the last live one: saguaro_exec's SSD over a tensor-parallel target, whose rows stay in place; elsewhere
+    it moves live rows over finished ones, "live") or "batch" (all min(max_batch,
     requests) slots while any is live: the executor's SSD before it skipped finished rows). jitter: draw each
     round's (verification, draft-side) multipliers from the profile's measured pairs (profile.executor.jitter;
     nothing without them), seeded by ``seed``; False charges every round its mean cost."""

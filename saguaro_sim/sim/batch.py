@@ -2,7 +2,7 @@
 
 Continuous batching (fixed=False): the workload's sequences enter `batch_size` slots in order; when one
 finishes, the next waiting sequence takes its slot at the end of that round; once none wait the batch
-shrinks, unless keep=True (the SSD executor: both sides keep every row in place, fixed-shape messages), where
+shrinks, unless keep=True (the SSD executor over a tensor-parallel target, whose rows cannot move), where
 a finished row nobody takes stays in its slot and forwards cover every slot up to the last active one (the
 executor's ``forwarded_rows``). Fixed batches
 (fixed=True): sequences go in batches of `batch_size`; a finished row rides along until the batch's last row

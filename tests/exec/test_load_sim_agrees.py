@@ -63,15 +63,16 @@ def test_ar_rounds_widths_and_tpot_agree_round_for_round(tmp_path):
 
 
 def test_ssd_is_charged_every_row_it_forwards(tmp_path):
-    """The executor's SSD keeps its B rows in place under load (fixed-shape messages) and forwards those up to
-    the last live one: its recorded width is that prefix, narrower once the last rows finish; ssd_width="prefix"
-    charges the same rule, "batch" every row, "live" the live rows only."""
+    """The executor's SSD keeps B rows under load (fixed-shape messages) but moves live rows over finished ones
+    after each outcome, so it forwards its live rows only: its recorded width is the live count, narrower once
+    rows finish; ssd_width="live" charges the same rule, "prefix" every slot up to the last live one (a TP
+    target, whose rows stay in place), "batch" every row."""
     trace = _trace(tmp_path)
     spec = SpecConfig(mode="ssd", k=3, batch_size=3, fanout=(2, 1, 1, 1), backup="neural")
     rep = run(RunConfig(spec=spec, target=TARGET, draft=DRAFT, prompts=[[1, 2, 3]], max_new_tokens=8,
                         arrivals={"trace": str(trace)}, inline_draft=True))
     rows = rep.measurements.rounds
-    assert all(r["width"] == max(r["slot"]) + 1 for r in rows)
+    assert all(r["width"] == len(r["slot"]) == max(r["slot"]) + 1 for r in rows)
     assert rows[0]["width"] == 3 and min(r["width"] for r in rows) < 3
     sims = {w: simulate_load(TOY, spec, load_trace(trace), max_batch=3, ssd_width=w) for w in ("batch", "prefix", "live")}
     assert sims["batch"].rounds_by_width == {"3": sims["batch"].rounds}

@@ -230,7 +230,7 @@ def test_fixed_batches_ride_along_and_cost_the_full_width():
 
 
 def test_kept_rows_refill_in_place_and_forward_up_to_the_last_live_one():
-    """batching="kept" (the SSD executor: both sides keep the batch's rows in place): finished rows take the
+    """batching="kept" (SSD over a tensor-parallel target, whose cache rows cannot move; before session 28 every SSD run): finished rows take the
     next request while one waits, then stay, and each verification covers the slots up to the last live one
     (never narrower than "continuous", which closes every finished row); "fixed" also idles rows until the
     whole batch ends."""
