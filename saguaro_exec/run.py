@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 import signal
 import threading
 import time
@@ -105,6 +106,12 @@ def _sd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, met
                  synthetic=synth, **q)
 
 
+def _compacts(target) -> bool:
+    """Whether SSD moves live rows over finished ones (WorkerSpec.compact): not over a tensor-parallel cache,
+    which cannot move rows; ``SAGUARO_SSD_COMPACT=0`` keeps rows in place (the A/B switch of the benchmarks)."""
+    return not isinstance(target, TPTarget) and os.environ.get("SAGUARO_SSD_COMPACT", "1") != "0"
+
+
 def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, meta: dict) -> Iterator[BatchResult]:
     """Batches through the draft process (or in this process: ``inline_draft``, draft_placement "stream");
     after a draft fault the rest run in-process by ``fb``."""
@@ -113,7 +120,7 @@ def _ssd_batches(config: RunConfig, p: Prepared, dec: Decoding, fb: Fallback, me
     prompts, arrivals, out_lens = q.get("prompts", p.ids), q.get("arrivals"), q.get("out_lens")
     ws = WorkerSpec(k=spec.k, fanout=p.fanout, fanout_miss=p.fanout_miss, sampler_c=spec.sampler_c, backup=p.backup,
                     temperature=spec.temperature, max_new=dec.max_new, accel=p.daccel,
-                    compact=not isinstance(p.target, TPTarget))   # a TP cache cannot move rows
+                    compact=_compacts(p.target))
     queue, width = [prompts], min(spec.batch_size, len(prompts))   # one queue, refilled rows (both sides)
     first = None if arrivals is None else min(width, sum(a <= 0.0 for a in arrivals))   # rows taken at t = 0
     fb.max_new = dec.max_new                                      # a trace's longest output sizes every cache

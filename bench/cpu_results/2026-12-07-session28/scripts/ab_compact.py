@@ -1,22 +1,22 @@
 """A/B of SSD's row compaction (session 28) on the deep pair at batch 4, T = 0, bench_exec's workload (4 built-in
 prompts x 128 tokens): SSD with live rows moved over finished ones (new) vs rows kept in place (old: the run's
-WorkerSpec forced to compact=False, which both sides then follow), beside SD at K 4 and 5, interleaved (the order
+SAGUARO_SSD_COMPACT=0, which both sides then follow; the run happens in a child process, so a monkeypatch of
+WorkerSpec here does not reach it: the first A/B, ab1, made that mistake and so measured new against new, an A/A), beside SD at K 4 and 5, interleaved (the order
 rotates each repeat). Prints one JSON line per run and a summary: medians, paired new/old ratios, and the A/A-free
 noise read as the spread of the paired ratios.
 
 Usage: python ab_compact.py OUT.json [repeats] [k] [fanout] [fanout_miss] [backup]"""
 
 import json
+import os
 import statistics as st
 import sys
 import time
 
 sys.path.insert(0, ".")
 
-import saguaro_exec.run as run_mod  # noqa: E402
 from saguaro_exec import RunConfig, run  # noqa: E402
 from saguaro_exec.io.prompts import BUILTIN_PROMPTS  # noqa: E402
-from saguaro_exec.speculator.worker import WorkerSpec  # noqa: E402
 from saguaro_sim import SpecConfig  # noqa: E402
 
 DEEP, DRAFT = "saguaro_exec/assets/tiny/target-deep", "saguaro_exec/assets/tiny/draft"
@@ -33,8 +33,7 @@ specs = {"sd@4": SpecConfig(mode="sd", k=4, batch_size=4), "sd@5": SpecConfig(mo
 
 
 def one(name: str, max_new: int = 128) -> dict:
-    run_mod.WorkerSpec = ((lambda **kw: WorkerSpec(**{**kw, "compact": False})) if name == "ssd_old"
-                          else WorkerSpec)
+    os.environ["SAGUARO_SSD_COMPACT"] = "0" if name == "ssd_old" else "1"
     rep = run(RunConfig(spec=specs[name], target=DEEP, draft=DRAFT, prompts=prompts, max_new_tokens=max_new,
                         seed=0, threads=1))
     rows = rep.measurements.rounds
@@ -43,7 +42,11 @@ def one(name: str, max_new: int = 128) -> dict:
             "forwarded_per_live": sum(r.get("width", len(r["slot"])) for r in rows) / live,
             "verify_ms_median": 1e3 * st.median(r["verify_s"] for r in rows),
             "verify_ms_total": 1e3 * sum(r["verify_s"] for r in rows),
-            "tokens": sum(len(t) for t in rep.token_ids), "ids": rep.token_ids}
+            "tokens": sum(len(t) for t in rep.token_ids), "ids": rep.token_ids,
+            # (live rows, forwarded rows) -> median verification: the tail's price inside one run
+            "verify_ms_by_rows": {f"{lv}/{w}": 1e3 * st.median(r["verify_s"] for r in rows
+                                                              if (len(r["slot"]), r.get("width", len(r["slot"]))) == (lv, w))
+                                  for lv, w in {(len(r["slot"]), r.get("width", len(r["slot"]))) for r in rows}}}
 
 
 names = list(specs)
