@@ -203,9 +203,9 @@ def test_bench_load_smoke(tmp_path, monkeypatch):
             assert c["round_adjusted"]["predicted"] >= 0       # at the speed of the cell's own rounds
         assert r["round_speed"] == pytest.approx(r["repeats"][0]["phases"]["round_measured_over_charged"])
         pred, meas = r["phases"]["predicted"], r["phases"]["measured"]
-        if r["mode"] == "ssd":   # both sides: the rows up to the last live one (ssd_width "prefix"), never more
+        if r["mode"] == "ssd":   # both sides: the live rows (ssd_width "live": SSD moves live rows over finished)
             assert set(pred["rounds_by_width"]) <= {"1", "2"} and set(meas["rounds_by_width"]) <= {"1", "2"}
-            assert data["ssd_width"] == "prefix"
+            assert data["ssd_width"] == "live"
         assert sum(meas["rounds_by_width"].values()) == meas["rounds"] > 0
     assert data["crossover"]["pair"] == "sd vs ssd" and len(data["crossover"]["measured"]) == 3
     assert data["load_average_start"] and "steal_share" in data
