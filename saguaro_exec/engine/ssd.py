@@ -84,8 +84,8 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
     finishes the batch in-process (re-raised when None). ``accel``: the target's GPU fast path (accel.py).
     ``synthetic``: timing-only outcomes whose bonus tokens come from the link's cache (engine/synthetic.py).
     ``compact`` (the link's WorkerSpec.compact): after each outcome live rows move over finished ones on both
-    sides (state.compact_rows), so forwards cover the live rows only; the link hands the next speculation
-    over in the moved order."""
+    sides (state.compact_rows), so forwards cover the live rows only; the link, told the moves with the
+    outcome, hands the next speculation over in the moved order."""
     ver = Verifier(target, prompts, k, dec.temperature, gen, dec.max_new, list(dec.eos_ids), accel,
                    width=len(prompts) if width is None else width, out_lens=out_lens)
     ver.synthetic = synthetic
@@ -123,15 +123,16 @@ def run_ssd(target: Transformer, link, prompts: list[list[int]], dec: Decoding, 
             fresh = ver.state.refill(t2, movable=False)[1] if ver.state.needs_refill(t2) else []
             # load mode's wait for a request, only when no row is live (no refill made one live)
             idle = _await_arrival(ver.state, fresh, now, events, r) if not stop and not fresh and all(done) else 0.0
+            swaps = next_swaps(done, fresh) if compact else []     # the draft finds the same moves
             try:
-                link.send(acc, bonus, done, stop, tuple(fresh))
+                link.send(acc, bonus, done, stop, tuple(fresh), swaps)
             finally:
                 t3 = now()
                 used = {"verify_cpu_s": max(0.0, cpu() - c1 - (t3 - idle - t2))} if cpu else {}
                 log.append((r, t0, t1, t2, t3 - idle, live, ctx, acc, rids, admitted, width, used))
                 ver.apply_refill([], fresh)                     # overlaps the draft's answer
-                if compact and any(done):                       # ... as does the move (a row finished)
-                    ver.compact(next_swaps(done, set(fresh)))
+                if swaps:                                       # ... as does the move (a row finished)
+                    ver.compact(swaps)
             t0, r = now(), r + 1
             admitted = {"refill": [ver.state.slots[b].rid for b in fresh], "prefill_s": t0 - t3} if fresh else {}
             reply = link.recv()      # the speculator's next speculation (push: looked up in its cache)

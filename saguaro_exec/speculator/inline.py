@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from saguaro_exec.engine.state import next_swaps
 from saguaro_exec.sampling import batch_generator
 from saguaro_exec.speculator.process import DraftArgs, load_source
 from saguaro_exec.speculator.protocol import Reply, reordered
@@ -37,10 +36,11 @@ class InlineLink:
             self.worker.admitted = a.first_rows
         return self.worker.start()
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = (),
+             swaps: list[tuple[int, int]] | tuple = ()) -> None:
         self._outcome = (acc, bonus, done)
         self.worker.admitted = self.worker.next + len(fresh)
-        self._swaps = next_swaps(done, set(fresh)) if self.args.ws.compact else []
+        self._swaps = list(swaps)
 
     def build_now(self) -> None:
         """Build the cache of the speculation being verified now (the synthetic mode needs it before the

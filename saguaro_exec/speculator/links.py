@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import torch
 
-from saguaro_exec.engine.state import next_swaps, swap_rows
+from saguaro_exec.engine.state import swap_rows
 from saguaro_exec.faults import DraftFault, RunError
 from saguaro_exec.spawn import ChildFailed, SupervisedContext, Supervisor
 from saguaro_exec.speculator.cache_message import CacheLayout, CacheRows
@@ -176,11 +176,13 @@ class ProcessLink(SupervisedContext):
             check_reply_q(q, reply.tokens, torch.tensor(self._live, dtype=torch.bool))
         return reply
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
-        """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows."""
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = (),
+             swaps: list[tuple[int, int]] | tuple = ()) -> None:
+        """Send the outcome (k, bonus, done/stop), post the reply's receives; ``fresh``: refilled rows; ``swaps``:
+        the verifier's row moves after this outcome (``state.next_swaps``), the order ``recv`` hands the reply in."""
         self._out.write(acc.tolist(), bonus.tolist(), done, stop, fresh)
         self._live = [not d or b in fresh for b, d in enumerate(done)]
-        self._swaps = next_swaps(done, fresh) if self.args.ws.compact else []
+        self._swaps = list(swaps)
         try:
             self._sending = _pending(self.pg.send([self._out.tensor], 1, TAG))   # gloo: completes once read
         except RuntimeError as e:
@@ -285,7 +287,8 @@ class PushLink(ProcessLink):
         except RuntimeError as e:
             raise self._failure(e) from None
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = (),
+             swaps: list[tuple[int, int]] | tuple = ()) -> None:
         """Send the outcome (for the draft's next build), keep it for the lookup; ``fresh`` rows miss."""
         if self._sending is not None:              # the previous outcome's send (long done by now)
             self._wait_posted(self._sending)
@@ -296,7 +299,7 @@ class PushLink(ProcessLink):
         except RuntimeError as e:
             raise self._failure(e) from None
         self._done, self._fresh = [d and b not in fresh for b, d in enumerate(done)], set(fresh)   # for recv
-        self._swaps = next_swaps(done, self._fresh) if self.args.ws.compact else []
+        self._swaps = list(swaps)
 
     def recv(self) -> Reply:
         """Hits from the cache received during the verification; the draft's reply only for misses."""

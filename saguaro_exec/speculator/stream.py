@@ -77,13 +77,14 @@ class StreamLink(InlineLink):
         self._launch()
         return reply
 
-    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = ()) -> None:
+    def send(self, acc: torch.Tensor, bonus: torch.Tensor, done: list[bool], stop: bool, fresh: tuple = (),
+             swaps: list[tuple[int, int]] | tuple = ()) -> None:
         if self.stream is not None:   # read on the side stream by the answer and the next build's settle
             for t in (acc, bonus):
                 if t.is_cuda:
                     t.record_stream(self.stream)
         self._stop = stop
-        super().send(acc, bonus, done, stop, fresh)
+        super().send(acc, bonus, done, stop, fresh, swaps)
 
     def recv(self) -> Reply:
         self.build_now()

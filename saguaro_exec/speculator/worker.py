@@ -171,7 +171,7 @@ class DraftWorker:
             backup_t = (tb, self._now())
         self.sent, self._from_backup = toks, live_miss
         if self.ws.compact:                                # the reply keeps this round's row order; the
-            self._swaps = next_swaps(done, set(rows_in))   # next build moves the rows (as the verifier)
+            self._swaps = next_swaps(done, rows_in)        # next build moves the rows (as the verifier)
         self.answered = (t0, self._now())
         self._answer = (acc, bonus, js, backup_q, backup_t)
         return any(live_miss)
