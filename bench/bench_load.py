@@ -316,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
               "workload_executor_lines": {m: p.executor.lines for m, p in profiles.items()
                                           if p is not profile and p.executor is not None},
               "after_idle": idle_fits,
+              "predict_profiles": {m: p.to_dict() for m, p in profiles.items()},   # to re-predict the cells later
               "batch": args.batch, "requests": args.requests, "tokens": args.tokens,
               "capacity_qps": capacity, "levels_qps": levels, "fractions": args.fractions, "targets": TARGETS,
               "repeats": args.repeats, "order": [list(c) for c in order], "rows": rows, "crossover": cross,

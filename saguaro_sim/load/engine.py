@@ -2,7 +2,11 @@
 scheduler, and (SSD prefill) the target and draft devices working side by side.
 
 Continuous batching: arrived requests wait in FIFO order and join when one of `max_batch` slots is free, at a
-round boundary; joining rows are prefilled first (the decode batch waits: no chunked prefill); as in the executor
+round boundary, all that have arrived by then in one prefill (the decode batch waits: no chunked prefill); requests
+that arrive during that prefill wait for the next boundary, one decode round later, as the executor's refill
+admits once per boundary (saguaro_exec/engine/refill.py; until session 29 the simulator prefilled them at once,
+back to back, which batched rows the executor admits one round apart and so refilled them in bigger, cheaper
+prefills later on); as in the executor
 (saguaro_exec/engine/refill.py) the prefill caches the prompt but its last token, and the row's first decode round
 gives its first token(s) (an SD / SSD round up to K + 1 of them); a row leaves at the end of the round that
 completes its output tokens. A new SSD row's first speculation is the backup's (the executor's refill).
@@ -93,6 +97,7 @@ class Replica:
         self.prefill_s = 0.0        # seconds the decode batch waited for prefills
         self.env = simpy.Environment()
         self.waiting: deque[int] = deque()
+        self._admitted = False      # the last boundary prefilled (the next one waits for a decode round)
         self.arrived = 0
         self._wake: simpy.Event | None = None
         self.band_index = 0
@@ -162,9 +167,11 @@ class Replica:
         env, n = self.env, len(self.stream)
         while True:
             live = self.live
-            if self.waiting and live < self.max_batch:
+            if self.waiting and live < self.max_batch and not (live and self._admitted):
                 yield from self._prefill(live)
+                self._admitted = True           # the next boundary comes after a decode round (executor's refill)
             elif live:
+                self._admitted = False
                 yield from self._decode_stretch(live)
             elif self.arrived < n:
                 self._wake = env.event()
@@ -326,7 +333,9 @@ class Replica:
         if self._drift is not None:
             times = times * self._speed(env.now, np.cumsum(times) - times)
         clock = env.now + np.cumsum(times)
-        if b < self.max_batch and self.arrived < len(self.stream):
+        if b < self.max_batch and self.waiting:           # arrived during the last prefill: the next boundary
+            rounds = 1
+        elif b < self.max_batch and self.arrived < len(self.stream):
             rounds = min(rounds, int(np.searchsorted(clock, self.stream.arrival_s[self.arrived])) + 1)
         start, end = env.now, float(clock[rounds - 1])
         self._jcur += rounds

@@ -92,6 +92,26 @@ def test_the_schedule_picks_the_config_of_the_live_batch():
         assert a.tpot_s["p50"] == pytest.approx(b.tpot_s["p50"], rel=0.05)
 
 
+@pytest.mark.parametrize("mode", ["ar", "sd", "ssd"])
+def test_requests_arriving_during_a_prefill_join_one_round_later(mode):
+    """The executor admits once per round boundary (saguaro_exec/engine/refill.py): request 0 is prefilled
+    alone, the two that arrive during its prefill wait for the next boundary, after one decode round of row 0,
+    and join in one prefill; in AR they finish together, one round after row 0 (the simulator used to prefill
+    them back to back before any decode round, which made row 0 one group with them... and then three)."""
+    spec = {"ar": SPECS[0], "sd": SPECS[1], "ssd": SPECS[2]}[mode]
+    t_first = prefill_cost(PROFILE, spec, 1, 256)[0]
+    stream = RequestStream(np.array([0.0, 0.2 * t_first, 0.4 * t_first]), np.full(3, 256), np.full(3, 64))
+    res = simulate_load(PROFILE, spec, stream, max_batch=4, seed=0)
+    assert res.prefills == 2
+    widths = {int(w): n for w, n in res.rounds_by_width.items()}
+    assert widths.get(1, 0) >= 1 and widths.get(3, 0) >= 1
+    pr = res.per_request
+    first, finish = pr["arrival_s"] + pr["ttft_s"], pr["arrival_s"] + pr["latency_s"]
+    assert first[0] < first[1] == pytest.approx(first[2])
+    if mode == "ar":                     # SD / SSD rows accept their own lengths and leave apart
+        assert finish[0] < finish[1] == pytest.approx(finish[2])
+
+
 def test_bad_inputs_raise_config_errors_naming_the_field():
     st = poisson_stream(1.0, 10, 64, 16)
     with pytest.raises(ConfigError, match="max_batch"):
