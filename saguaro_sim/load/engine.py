@@ -3,10 +3,8 @@ scheduler, and (SSD prefill) the target and draft devices working side by side.
 
 Continuous batching: arrived requests wait in FIFO order and join when one of `max_batch` slots is free, at a
 round boundary, all that have arrived by then in one prefill (the decode batch waits: no chunked prefill); requests
-that arrive during that prefill wait for the next boundary, one decode round later, as the executor's refill
-admits once per boundary (saguaro_exec/engine/refill.py; until session 29 the simulator prefilled them at once,
-back to back, which batched rows the executor admits one round apart and so refilled them in bigger, cheaper
-prefills later on); as in the executor
+that arrive during it wait for the next boundary, one decode round later (until session 29 they were prefilled
+back to back, grouping rows the executor admits a round apart); as in the executor
 (saguaro_exec/engine/refill.py) the prefill caches the prompt but its last token, and the row's first decode round
 gives its first token(s) (an SD / SSD round up to K + 1 of them); a row leaves at the end of the round that
 completes its output tokens. A new SSD row's first speculation is the backup's (the executor's refill).
@@ -97,7 +95,6 @@ class Replica:
         self.prefill_s = 0.0        # seconds the decode batch waited for prefills
         self.env = simpy.Environment()
         self.waiting: deque[int] = deque()
-        self._admitted = False      # the last boundary prefilled (the next one waits for a decode round)
         self.arrived = 0
         self._wake: simpy.Event | None = None
         self.band_index = 0
@@ -165,13 +162,14 @@ class Replica:
 
     def _scheduler(self):
         env, n = self.env, len(self.stream)
+        admitted = False        # the last boundary prefilled: the next one comes after a decode round (refill.py)
         while True:
             live = self.live
-            if self.waiting and live < self.max_batch and not (live and self._admitted):
+            if self.waiting and live < self.max_batch and not (live and admitted):
                 yield from self._prefill(live)
-                self._admitted = True           # the next boundary comes after a decode round (executor's refill)
+                admitted = True
             elif live:
-                self._admitted = False
+                admitted = False
                 yield from self._decode_stretch(live)
             elif self.arrived < n:
                 self._wake = env.event()
