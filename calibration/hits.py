@@ -9,7 +9,7 @@ import numpy as np
 from calibration.errors import ConfigError, check_number
 from calibration.interp import c_multiplier, check_c_effect, pick_temperature, temp_keys
 
-SOURCES = ("primary", "backup")
+SOURCES = ("primary", "backup", "fast")
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,9 @@ class HitCurve:
 
     by_temperature[T][source] = {"c", "r", optional "table": [[hit(F=0..N)] per accepted length k],
     optional "final": [hit(F=0..N)]}; source "primary" is a speculation built by the primary speculator,
-    "backup" one built after a miss. "table" rows are for rejections at position k (the bonus comes from
+    "backup" one built after a miss by the neural backup, "fast" (optional; else "backup") one by the fast
+    (n-gram) backup: its one-hot q leaves a residual the draft's candidates rank far better after a rejection
+    (deep pair, T = 0.7, position 0: the bonus was the top candidate 54% of the time, 31-52% after a neural one). "table" rows are for rejections at position k (the bonus comes from
     the residual); "final" is the all-accepted outcome k = K (the bonus comes from the target's next-token
     distribution after the whole speculation: a different, easier regime), read when the caller passes the
     lookahead k. Without "final" the table row (or power law) at position K is used.
@@ -52,21 +54,23 @@ class HitCurve:
         return cls({0.0: {"primary": primary, "backup": backup}}, c_effect or {})
 
     def miss(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
-             sampler_c: float = 1.0, k: int | None = None) -> float:
+             sampler_c: float = 1.0, k: int | None = None, fast: bool = False) -> float:
         """P(bonus token not cached) when `fanout` candidates are cached at accepted length `position`;
-        with the lookahead k given, position k (all accepted) reads the all-accepted entry when there is one."""
+        with the lookahead k given, position k (all accepted) reads the all-accepted entry when there is one.
+        ``fast``: a backup speculation came from the fast backup (the "fast" source where fitted)."""
         if fanout <= 0:
             return 1.0
-        src = "backup" if backup else "primary"
+        src = ("fast" if fast else "backup") if backup else "primary"
         final = k is not None and position >= k
         lo, hi, w = pick_temperature(self.by_temperature, temperature)
-        m = (1 - w) * _miss(lo[src], fanout, position, final) + w * _miss(hi[src], fanout, position, final)
+        m = (1 - w) * _miss(lo.get(src, lo["backup"]), fanout, position, final) \
+            + w * _miss(hi.get(src, hi["backup"]), fanout, position, final)
         return float(min(1.0, max(0.0, m * c_multiplier(self.c_effect, sampler_c))))
 
     def hit(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
-            sampler_c: float = 1.0, k: int | None = None) -> float:
+            sampler_c: float = 1.0, k: int | None = None, fast: bool = False) -> float:
         """1 - miss."""
-        return 1.0 - self.miss(fanout, position, temperature, backup, sampler_c, k)
+        return 1.0 - self.miss(fanout, position, temperature, backup, sampler_c, k, fast)
 
     def to_dict(self) -> dict:
         return {"by_temperature": {str(t): v for t, v in self.by_temperature.items()},

@@ -22,7 +22,7 @@ from saguaro_sim.resolve import resolve
 from saguaro_sim.workload import Workload
 
 FULL = {"ks": (2, 4, 6, 8), "budgets": (8, 16, 32, 64), "max_new_tokens": 96, "calib_k": 8, "calib_budget": 32,
-        "repeats": 3}
+        "repeats": 3, "calib_seeds": 4}
 SSD = "SSD (best simulated)"
 RUNNER_UP = "SSD (runner-up)"
 NEAR_TIE = 0.01  # a second SSD config simulated within this share of the best is run for real beside it
@@ -31,7 +31,11 @@ NEAR_TIE = 0.01  # a second SSD config simulated within this share of the best i
 # profile filled 104% in the run (session 25, pass 6: 18% of hit rounds stalled), where a tree a few hits smaller
 # would have fitted
 BUILD_MARGIN = 0.15
-QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8, "repeats": 1}
+QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8, "repeats": 1,
+         "calib_seeds": 1}
+# At T > 0 each sampled calibration run is repeated with calib_seeds seeds (seed, seed + 1, ...): one seeded run
+# gives ~20 rejections per position, the same ones in every autotune, and the fans picked on them read hit 0.89
+# where 0.80 ran (deep pair, session 29). At T = 0 the outputs are the same at any seed: one run each.
 
 
 @dataclass
@@ -169,6 +173,7 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
     refit with the new runs and write a report folder (report.md, plots, autotune.json) atomically.
     ``repeats`` (default 3, 1 with ``quick``): real runs of each checked config, interleaved (SSD SD AR SSD SD
     AR ...); each config's measured numbers are its median run's, the speed-ups ratios of medians.
+    At T > 0 each sampled calibration spec runs once per seed (``calib_seeds``, 4 in full mode).
     ``build_margin``: SSD candidates are ranked with builds that much slower than profiled
     (``Constraints.build_margin``; BUILD_MARGIN says why the default)."""
     from saguaro.commands.common import StagedDir
@@ -198,9 +203,9 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
     contexts = tuple(sorted({max(1, int(rng_prompt)), int(rng_prompt + max_new / 2), int(rng_prompt + max_new)}))
     batches = tuple(sorted({1, batch_size} | ({2, 4} if not quick else set())))
 
-    def real(spec: SpecConfig):
+    def real(spec: SpecConfig, run_seed: int = seed):
         return run(RunConfig(spec=spec, target=target, draft=draft, prompts=prompts, max_new_tokens=max_new,
-                             device=device, seed=seed, threads=threads))
+                             device=device, seed=run_seed, threads=threads))
 
     with stage("profile"):
         grid = profile_pair(target, draft, device=device, ks=cfg["ks"], budgets=cfg["budgets"], batches=batches,
@@ -222,8 +227,9 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
                    # One branch per position: most rounds miss, so most speculations are the backup's
                    SpecConfig(mode="ssd", k=cfg["calib_k"], budget=cfg["calib_k"] + 1, backup="fast",
                               temperature=temperature, batch_size=batch_size)]
+    calib_plan = calibration_plan(calib_specs, cfg["calib_seeds"], seed)
     with stage("calibration runs"):
-        calib = [real(s).measurements for s in calib_specs]
+        calib = [real(c, s).measurements for _, c, s in calib_plan]
     tag = "quick" if quick else "full"
     with stage("fit"):
         profiles = fit_modes(grid, calib, f"autotune-{tag}", temperature)
@@ -276,7 +282,8 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
            "errors": {"fit": _errors(configs, "predicted"), "refit": _errors(configs, "predicted_refit")},
            "speedups": {c["name"].lower(): ssd_meas / c["measured"]["tokens_per_s"] for c in configs
                         if c["spec"]["mode"] != "ssd" and c["measured"]["tokens_per_s"] > 0},
-           "calibration_runs": [{"spec": c.to_dict(), "measured": measured(m)} for c, m in zip(calib_specs, calib)],
+           "calibration_runs": [{"spec": c.to_dict(), "seed": s, "measured": measured(m)}
+                                for (_, c, s), m in zip(calib_plan, calib)],
            "profile": {"name": profile.name, "rows": profile_rows(profile)},
            "refit_profile": {"name": refit.name, "rows": profile_rows(refit)},
            "optimizer": {"searched": plan.searched, "best": plan.best.to_dict(), "top": plan.table[:8]},
@@ -294,13 +301,21 @@ def autotune(out_dir: str | os.PathLike, target: object = None, draft: object = 
             profiles[mode].to_json(d / f"profile_{mode}.json")
             refits[mode].to_json(d / f"profile_refit_{mode}.json")
         grid.to_json(d / "measurements" / "grid.json")
-        for i, (c, m) in enumerate(zip(calib_specs, calib)):
-            m.to_json(d / "measurements" / f"calibration_{i}_{c.mode}.json")
+        for (i, c, s), m in zip(calib_plan, calib):
+            extra = f"_seed{s}" if s != seed else ""
+            m.to_json(d / "measurements" / f"calibration_{i}_{c.mode}{extra}.json")
         for name, rep in reports.items():
             rep.measurements.to_json(d / "measurements" / f"{run_stem(name)}_run.json")
         reports[SSD].chrome_trace(d / "trace_real_ssd.json")
         sims[SSD].to_chrome_trace(d / "trace_sim_ssd.json")
     return AutotuneReport(Path(out_dir), chosen[pick], profile, refit, doc)
+
+
+def calibration_plan(specs: list[SpecConfig], seeds: int, seed: int) -> list[tuple[int, SpecConfig, int]]:
+    """(index, spec, run seed) of each calibration run: a sampled (T > 0) non-AR spec once per seed seed,
+    seed + 1, ... (see calib_seeds), every other one once at ``seed``."""
+    return [(i, c, seed + j) for i, c in enumerate(specs)
+            for j in range(seeds if c.temperature > 0 and c.mode != "ar" else 1)]
 
 
 def runner_up(table: list[dict], best: SpecConfig, profile: Profile, workload: Workload):

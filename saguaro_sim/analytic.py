@@ -101,9 +101,9 @@ def hit_table(profile: Profile, spec: SpecConfig) -> np.ndarray:
     k = K reads the hit curve's all-accepted entry."""
     primary, after_miss = resolve_fanouts(profile, spec)
     h = profile.hits.hit
-    t, c, k_max = spec.temperature, spec.sampler_c, spec.k
+    t, c, k_max, fast = spec.temperature, spec.sampler_c, spec.k, uses_fast_backup(profile, spec)
     return np.array([[h(primary[k], k, t, False, c, k_max) for k in range(k_max + 1)],
-                     [h(after_miss[k], k, t, True, c, k_max) for k in range(k_max + 1)]])
+                     [h(after_miss[k], k, t, True, c, k_max, fast) for k in range(k_max + 1)]])
 
 
 def expected_p_hit(profile: Profile, spec: SpecConfig, fanout: tuple[int, ...] | None = None,
@@ -118,7 +118,7 @@ def expected_p_hit(profile: Profile, spec: SpecConfig, fanout: tuple[int, ...] |
         raise ConfigError("fanout", f"has {len(fanout)} entries but k = {spec.k} needs {spec.k + 1}",
                           f"list of k+1 = {spec.k + 1} integers >= 0")
     h = profile.hits.hit
-    return float(sum(pmf[k] * h(fanout[k], k, spec.temperature, backup, spec.sampler_c, spec.k)
+    return float(sum(pmf[k] * h(fanout[k], k, spec.temperature, backup, spec.sampler_c, spec.k, fast)
                      for k in range(spec.k + 1) if pmf[k] > 0))
 
 

@@ -132,11 +132,11 @@ def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: f
     memo = {} if memo is None else memo
     pmf = profile.acceptance.length_pmf(k, temperature, sampler_c)
 
-    def curve(source: bool) -> Callable[[int, int], float]:
+    def curve(source: bool, fast: bool) -> Callable[[int, int], float]:
         def miss(f: int, pos: int) -> float:
-            key = (f, pos, source, sampler_c, temperature, k)
+            key = (f, pos, source, sampler_c, temperature, k, fast)
             if key not in memo:
-                memo[key] = profile.hits.miss(f, pos, temperature, source, sampler_c, k)
+                memo[key] = profile.hits.miss(f, pos, temperature, source, sampler_c, k, fast)
             return memo[key]
         return miss
 
@@ -144,7 +144,7 @@ def exact_schedules(profile: Profile, k: int, budgets: list[int], temperature: f
         key = ("schedule", k, tuple(budgets), sampler_c, temperature, source, fast)
         if key not in memo:
             lengths = fast_backup_pmf(profile, k, temperature) if fast else pmf
-            memo[key] = exact_fanouts(lengths, curve(source), budgets)
+            memo[key] = exact_fanouts(lengths, curve(source, fast), budgets)
         return memo[key]
 
     primary = solve(False)
@@ -203,12 +203,12 @@ class _MemoHits(HitCurve):
     """The same hit curve, with miss() memoized: the grid asks for the same (F, position, ...) many times."""
 
     def miss(self, fanout: float, position: int = 0, temperature: float = 0.0, backup: bool = False,
-             sampler_c: float = 1.0, k: int | None = None) -> float:
+             sampler_c: float = 1.0, k: int | None = None, fast: bool = False) -> float:
         final = k is not None and position >= k  # the only use of k: all-accepted entry or not
-        key = (fanout, position, temperature, backup, sampler_c, final)
+        key = (fanout, position, temperature, backup, sampler_c, final, fast)
         memo = self.__dict__.setdefault("_memo", {})
         if key not in memo:
-            memo[key] = super().miss(fanout, position, temperature, backup, sampler_c, k)
+            memo[key] = super().miss(fanout, position, temperature, backup, sampler_c, k, fast)
         return memo[key]
 
 

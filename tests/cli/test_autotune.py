@@ -142,3 +142,16 @@ def test_runner_up_is_the_next_distinct_ssd_config_within_the_near_tie():
     assert got is not None and got[1].k == 4 and got[1].fanout == (2, 2, 2, 1, 1)
     table[-1]["objective"] = 100.0 * (1 - NEAR_TIE) - 0.01
     assert runner_up(table, pinned, prof, wl) is None
+
+
+def test_sampled_calibration_runs_repeat_over_seeds():
+    """At T > 0 every non-AR calibration spec runs once per seed (one seeded run gives ~20 rejections per
+    position); at T = 0, or for AR, once at the autotune's seed."""
+    from saguaro.pipeline import calibration_plan
+
+    specs = [SpecConfig(mode="ssd", k=4, budget=8, temperature=0.7), SpecConfig(mode="ar", k=0, temperature=0.7),
+             SpecConfig(mode="sd", k=4, temperature=0.7)]
+    plan = calibration_plan(specs, 3, 10)
+    assert [(i, s) for i, _, s in plan] == [(0, 10), (0, 11), (0, 12), (1, 10), (2, 10), (2, 11), (2, 12)]
+    greedy = [c.replace(temperature=0.0) for c in specs]
+    assert [(i, s) for i, _, s in calibration_plan(greedy, 3, 10)] == [(0, 10), (1, 10), (2, 10)]

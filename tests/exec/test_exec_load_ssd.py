@@ -24,6 +24,7 @@ def _ssd(arrivals, batch=2, n_new=10, **extra):
 def _admitted_after_arrival(rep) -> None:
     """Each request's first round (the one after its refill) starts after it arrived, its first speculation
     is the backup's (a fresh row); 0 < TTFT <= latency; no round runs on idle rows alone."""
+    assert not rep.faults, rep.faults   # a fault's fallback rounds carry no backup flags (session 29's CI flake)
     rows, arr, ttft = rep.measurements.rounds, rep.per_request["arrival_s"], rep.per_request["ttft_s"]
     first = [next(r for r in rows if rid in r["seq"]) for rid in range(len(arr))]
     origin = first[0]["t1"] - ttft[0]                                  # request 0's arrival on the rounds' clock
