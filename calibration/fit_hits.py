@@ -8,7 +8,7 @@ import numpy as np
 
 from calibration.errors import ConfigError
 from calibration.fit_acceptance import RunRounds, _seq_values
-from calibration.hits import HitCurve
+from calibration.hits import SOURCES, HitCurve
 
 DEFAULT_TOP_N = 64  # the executor records ranks among the draft's top 64 (-1 beyond); meta["top_n"] overrides
 SHRINK = 10  # a position's table is shrunk toward the pooled one as if it had this many pooled samples more
@@ -21,7 +21,7 @@ def collect_ranks(run: RunRounds) -> dict[str, list[tuple[int, int, bool, int]]]
     A fast-backup run's backup rows are "fast": the n-gram's one-hot q leaves the residual the target's own
     distribution less one token, which the draft ranks far better than after its own rejected sample (mixed
     into "backup", 630 such rows made the neural backup's table optimistic at T = 0.7, session 30)."""
-    out: dict[str, list[tuple[int, int, bool, int]]] = {"primary": [], "backup": [], "fast": []}
+    out: dict[str, list[tuple[int, int, bool, int]]] = {src: [] for src in SOURCES}
     after_miss = "fast" if run.mode == "ssd" and run.backup == "fast" else "backup"
     for i, row in enumerate(run.rounds):
         ranks, acc = row.get("bonus_rank"), row.get("accepted")
@@ -114,7 +114,7 @@ def fit_hits(runs: list[RunRounds]) -> tuple[HitCurve, dict]:
     for t, by_c in sorted(groups.items()):
         fitted = {}
         for c, rs in by_c.items():
-            pairs = {"primary": [], "backup": [], "fast": []}
+            pairs = {src: [] for src in SOURCES}
             for r in rs:
                 for src, ps in collect_ranks(r).items():
                     pairs[src] += ps

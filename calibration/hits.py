@@ -20,8 +20,8 @@ class HitCurve:
     optional "final": [hit(F=0..N)]}; source "primary" is a speculation built by the primary speculator,
     "backup" one built after a miss by the neural backup, "fast" (optional; else "backup") one by the fast
     (n-gram) backup: its one-hot q leaves a residual the draft's candidates rank far better after a rejection
-    (deep pair, T = 0.7, position 0: the bonus was the top candidate 54% of the time, 31-52% after a neural one). "table" rows are for rejections at position k (the bonus comes from
-    the residual); "final" is the all-accepted outcome k = K (the bonus comes from the target's next-token
+    (deep pair, T = 0.7, position 0: the bonus was the top candidate 54% of the time, 31% after a neural one).
+    "table" rows are for rejections at position k (the bonus comes from the residual); "final" is the all-accepted outcome k = K (the bonus comes from the target's next-token
     distribution after the whole speculation: a different, easier regime), read when the caller passes the
     lookahead k. Without "final" the table row (or power law) at position K is used.
     c_effect maps Saguaro C to a multiplier on the miss probability (lower C: fewer misses).

@@ -34,7 +34,7 @@ BUILD_MARGIN = 0.15
 QUICK = {"ks": (2, 4), "budgets": (8, 16), "max_new_tokens": 20, "calib_k": 4, "calib_budget": 8, "repeats": 1,
          "calib_seeds": 1}
 # At T > 0 each sampled calibration run is repeated with calib_seeds seeds (seed, seed + 1, ...): one seeded run
-# gives ~20 rejections per position, the same ones in every autotune, and the fans picked on them read hit 0.89
+# gives ~20 rejections per position, the same ones in every autotune, and the fan-outs picked on them read hit 0.89
 # where 0.80 ran (deep pair, session 29). At T = 0 the outputs are the same at any seed: one run each.
 
 

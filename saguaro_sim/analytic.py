@@ -95,13 +95,14 @@ def accept_pmfs(profile: Profile, spec: SpecConfig, fast: bool) -> tuple[np.ndar
     return (pmf, fast_backup_pmf(profile, spec.k, spec.temperature)) if fast else (pmf, pmf)
 
 
-def hit_table(profile: Profile, spec: SpecConfig) -> np.ndarray:
+def hit_table(profile: Profile, spec: SpecConfig, fast: bool | None = None) -> np.ndarray:
     """hit[s, k]: P(hit) when the verified speculation came from source s (0 primary, 1 backup) and k
     tokens were accepted, using the fan-out actually allocated at k (primary or after-miss schedule);
-    k = K reads the hit curve's all-accepted entry."""
+    k = K reads the hit curve's all-accepted entry. ``fast``: the backup is the n-gram's (None: resolve it)."""
     primary, after_miss = resolve_fanouts(profile, spec)
     h = profile.hits.hit
-    t, c, k_max, fast = spec.temperature, spec.sampler_c, spec.k, uses_fast_backup(profile, spec)
+    fast = uses_fast_backup(profile, spec) if fast is None else fast
+    t, c, k_max = spec.temperature, spec.sampler_c, spec.k
     return np.array([[h(primary[k], k, t, False, c, k_max) for k in range(k_max + 1)],
                      [h(after_miss[k], k, t, True, c, k_max, fast) for k in range(k_max + 1)]])
 
@@ -214,7 +215,7 @@ def mean_context(workload: Workload) -> float:
 def _ssd_parts(profile: Profile, spec: SpecConfig, fast: bool) -> tuple[float, float]:
     """(stationary p_hit, expected tokens per round) for SSD with the given backup kind."""
     pmf_p, pmf_b = accept_pmfs(profile, spec, fast)
-    table = hit_table(profile, spec)
+    table = hit_table(profile, spec, fast)
     h_p, h_b = float(pmf_p @ table[0]), float(pmf_b @ table[1])
     p = stationary_p_hit(h_p, h_b)
     n = np.arange(spec.k + 1) + 1.0

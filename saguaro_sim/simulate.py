@@ -123,7 +123,7 @@ def simulate(profile: Profile, spec: SpecConfig, workload: Workload, seed: int =
     rs = resolve(spec, profile, protocol=protocol)
     fast = rs.backup == "fast"
     pmf_p, pmf_b = accept_pmfs(profile, spec, fast) if spec.mode != "ar" else (None, None)
-    table = hit_table(profile, spec) if spec.mode == "ssd" else None
+    table = hit_table(profile, spec, fast) if spec.mode == "ssd" else None
     state = BatchState(spec.batch_size, workload.num_sequences, workload.output_tokens, workload.prompt_tokens,
                        rng, pmf_p, pmf_b, table, fixed=batching == "fixed",
                        keep=batching == "kept", rows=row_curves(profile, spec, fast, table))

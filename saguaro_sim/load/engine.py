@@ -138,7 +138,7 @@ class Replica:
                      prompt_tokens=round(float(np.mean(st.prompt_tokens))))
         fast = spec.mode == "ssd" and uses_fast_backup(self.profile, spec, w)
         pmf_p, pmf_b = accept_pmfs(self.profile, spec, fast)
-        table = hit_table(self.profile, spec) if spec.mode == "ssd" else None
+        table = hit_table(self.profile, spec, fast) if spec.mode == "ssd" else None
         return Band(spec, fast, RoundDraws(rng, pmf_p, pmf_b, table))
 
     def run(self) -> float:
