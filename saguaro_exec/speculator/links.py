@@ -330,7 +330,8 @@ class PushLink(ProcessLink):
             reply.times = {**times, **{n: v for n, v in reply.times.items() if n in ("reply", "backup")}}
             self.from_backup = reply.from_backup.tolist()
         else:                                          # a hit: one tensor (the tokens), flags as lists
-            q = None if self._cache_q is None else self._cache_q[torch.arange(len(js)), torch.tensor(js)]
+            # one copied branch per row (the buffer takes the next cache's q): stacked views, half an index's cost
+            q = None if self._cache_q is None else torch.stack([self._cache_q[b, j] for b, j in enumerate(js)])
             self.from_backup = [False] * len(miss)
             self._tokens.reverse()
             tokens, w = self._tokens[0]

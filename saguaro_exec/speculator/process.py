@@ -156,7 +156,7 @@ def _serve_push(pg: dist.ProcessGroup, worker: DraftWorker, fault, n_sent: int, 
         acc, bonus, done, stop, n_fresh = outcome.read()
         worker.admitted = worker.next + n_fresh
         if worker.take(acc, bonus, done):                 # a live row missed: its backup speculation
-            pending += _send(pg, apply_fault(fault, n_sent, worker.reply(), vocab))
+            pending += _send(pg, apply_fault(fault, n_sent, worker.reply(ranks=False), vocab))
             n_sent += 1
         seen = {"outcome_seen": (t_wait, t_seen), "answer": worker.answered}   # (a hit builds no Reply)
         if stop:

@@ -176,26 +176,29 @@ class DraftWorker:
         self._answer = (acc, bonus, js, backup_q, backup_t)
         return any(live_miss)
 
-    def reply(self) -> Reply:
+    def reply(self, ranks: bool = True) -> Reply:
         """The Reply for the last ``take`` (call it before the next ``build``: q rows and the bonus ranks
-        come from the cache)."""
+        come from the cache). ``ranks=False`` (push: the verifier looks the outcome up itself and keeps its own
+        ranks) sends -1 ranks instead of a second lookup on the miss's critical path."""
         acc, bonus, js, backup_q, backup_t = self._answer
         bsz, q = len(js), self.cache.q
-        ranks = self.layout.lookup(self._table, acc, bonus, self.ws.n_rank)[1]
+        rank = (self.layout.lookup(self._table, acc, bonus, self.ws.n_rank)[1] if ranks else [-1] * bsz)
         times = dict(self.times)
         if backup_t is not None:
             times["backup"] = backup_t
         times["reply"] = self.answered
         live_miss = self.from_backup
-        if q is not None:                                  # a miss reads branch 0 (then replaced); rows the
-            m = q.shape[0]                                 # build skipped (finished) read a uniform q
+        if q is not None and backup_q is not None and all(self._from_backup):
+            q = backup_q.to(q.device)                      # every row's speculation is the backup's (batch 1's
+        elif q is not None:                                # miss): no cache row to gather
+            m = q.shape[0]                                 # a miss reads branch 0 (then replaced); rows the
             rows, j = torch.arange(m), torch.tensor([max(0, x) for x in js[:m]], dtype=torch.long)
-            q = q[to_device(rows, q.device), to_device(j, q.device)]
-            q = pad_rows(q, bsz, 1.0 / q.shape[-1])
+            q = q[to_device(rows, q.device), to_device(j, q.device)]     # build skipped (finished) read a
+            q = pad_rows(q, bsz, 1.0 / q.shape[-1])                     # uniform q
             if backup_q is not None:
                 q = torch.where(live_miss.view(-1, 1, 1).to(q.device), backup_q.to(q.device), q)
         tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)
-        return Reply(torch.tensor([j >= 0 for j in js], dtype=torch.bool), torch.tensor(ranks, dtype=torch.long),
+        return Reply(torch.tensor([j >= 0 for j in js], dtype=torch.bool), torch.tensor(rank, dtype=torch.long),
                      live_miss, tokens, q, times)
 
     def _compact(self) -> None:
