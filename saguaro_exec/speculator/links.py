@@ -325,7 +325,13 @@ class PushLink(ProcessLink):
         self._live = [not d for d in self._done]
         if any(miss):
             self._post_recv()
-            reply = self._recv_reply()
+            try:
+                reply = self._recv_reply()
+            except DraftFault as fault:   # add what this side decided: a draft that took the outcome otherwise
+                missed = [b for b, m in enumerate(miss) if m]      # sends no reply (the session 29-31 flake)
+                raise DraftFault(fault.kind, f"{fault.detail}; the verifier waited for a backup for rows {missed} "
+                                 f"(acc {self._acc}, bonus {self._bonus}, refilled {sorted(self._fresh)})",
+                                 fault.waited_s) from None
             reply.hit, reply.rank = hits, ranks       # the verifier's own lookup (the draft made the same)
             reply.times = {**times, **{n: v for n, v in reply.times.items() if n in ("reply", "backup")}}
             self.from_backup = reply.from_backup.tolist()

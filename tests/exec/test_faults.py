@@ -5,6 +5,7 @@ the greedy output equals the fault-free run's, the report records the fault, and
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -138,3 +139,15 @@ def test_target_failure_is_a_run_error_and_stops_the_draft(clean):
     assert not isinstance(ei.value, DraftProcessError)
     assert ei.value.partial is None and "0 of 1 batches complete" in str(ei.value)
     assert children(os.getpid()) <= before                     # the draft process was shut down
+
+
+def test_push_fault_while_awaiting_a_backup_names_the_verifiers_decision(clean):
+    """Push: a fault met while the verifier waits for a backup reply records which rows it found missed and the
+    outcome it looked up (message 2 is round 1's backup here; the draft dies before sending it): a draft that
+    took the same outcome otherwise, the session 29-31 flake, is then named by the record itself."""
+    rep = run(_cfg(inject_fault="die@2", ssd_protocol="push", transport="shm"))
+    assert rep.token_ids == clean.token_ids
+    [f] = rep.faults
+    assert f["kind"] == "died"
+    assert re.search(r"the verifier waited for a backup for rows \[\d(, \d)*\] \(acc \[\d+, \d+\], bonus "
+                     r"\[\d+, \d+\], refilled \[\]\)$", f["detail"]), f["detail"]
