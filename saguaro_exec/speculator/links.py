@@ -325,10 +325,11 @@ class PushLink(ProcessLink):
         self._live = [not d for d in self._done]
         if any(miss):
             self._post_recv()
-            try:
+            # a fault here records this side's decision: a draft that took the outcome as all-hit sends no reply
+            try:                                       # (the session 29-31 flake)
                 reply = self._recv_reply()
-            except DraftFault as fault:   # add what this side decided: a draft that took the outcome otherwise
-                missed = [b for b, m in enumerate(miss) if m]      # sends no reply (the session 29-31 flake)
+            except DraftFault as fault:
+                missed = [b for b, m in enumerate(miss) if m]
                 raise DraftFault(fault.kind, f"{fault.detail}; the verifier waited for a backup for rows {missed} "
                                  f"(acc {self._acc}, bonus {self._bonus}, refilled {sorted(self._fresh)})",
                                  fault.waited_s) from None

@@ -189,12 +189,12 @@ class DraftWorker:
         times["reply"] = self.answered
         live_miss = self.from_backup
         if q is not None and backup_q is not None and all(self._from_backup):
-            q = backup_q.to(q.device)                      # every row's speculation is the backup's (batch 1's
-        elif q is not None:                                # miss): no cache row to gather
-            m = q.shape[0]                                 # a miss reads branch 0 (then replaced); rows the
+            q = backup_q.to(q.device)       # every row's speculation is the backup's (batch 1's miss): no gather
+        elif q is not None:                 # a miss reads branch 0 (then replaced); rows the build skipped
+            m = q.shape[0]                  # (finished) read a uniform q
             rows, j = torch.arange(m), torch.tensor([max(0, x) for x in js[:m]], dtype=torch.long)
-            q = q[to_device(rows, q.device), to_device(j, q.device)]     # build skipped (finished) read a
-            q = pad_rows(q, bsz, 1.0 / q.shape[-1])                     # uniform q
+            q = q[to_device(rows, q.device), to_device(j, q.device)]
+            q = pad_rows(q, bsz, 1.0 / q.shape[-1])
             if backup_q is not None:
                 q = torch.where(live_miss.view(-1, 1, 1).to(q.device), backup_q.to(q.device), q)
         tokens = torch.tensor(self.sent, dtype=torch.long).view(bsz, self.ws.k)
