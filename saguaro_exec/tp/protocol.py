@@ -17,6 +17,13 @@ import torch.distributed as dist
 
 HEADER = 8
 OP_STOP, OP_FORWARD, OP_NEW_CACHE = 0, 1, 2
+# Rank 0's bound on one gloo collective. Rank 0 only ever waits for workers doing the same step (a
+# broadcast's data leaves once the worker has posted its receive, an all_reduce waits for its partner
+# layer), so a longer wait means a lost worker. gloo can miss a worker's death: a send issued as the
+# peer's connection closes is never woken (the pair closed before the send registered) and waits out
+# its whole timeout, as it did for 600 s in CI (session 32). Workers keep ``timeout_s``: they wait idle
+# for rank 0's next command.
+RANK0_OP_S = 30.0
 
 
 @dataclass
@@ -28,7 +35,8 @@ class TPArgs:
     dtype: str
     threads: int
     timeout_s: float
-    fault: int | None = None       # test-only: rank 1 raises at its fault-th forward (0-based)
+    fault: int | None = None       # test-only: rank 1 raises (or hangs) at its fault-th forward (0-based)
+    fault_kind: str = "raise"      # test-only: "raise" | "hang" (alive, never answers: a deadlocked worker)
     start_timeout_s: float | None = None   # rank 0's bound on the workers' start-up (None: timeout_s)
 
 
@@ -38,12 +46,13 @@ def backend(devices: list[str]) -> str:
 
 
 def make_group(store: dist.Store, rank: int, devices: list[str], timeout_s: float) -> dist.ProcessGroup:
-    """The N-rank group over ``store``: ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA (this rank's
-    device made current first)."""
+    """The N-rank group over ``store``: ProcessGroupGloo on CPU (rank 0's ops bounded by RANK0_OP_S),
+    ProcessGroupNCCL on CUDA (this rank's device made current first)."""
     timeout = timedelta(seconds=timeout_s)
     world = len(devices)
     if backend(devices) == "gloo":
-        return dist.ProcessGroupGloo(store, rank, world, timeout)
+        op_s = min(timeout_s, RANK0_OP_S) if rank == 0 else timeout_s
+        return dist.ProcessGroupGloo(store, rank, world, timedelta(seconds=op_s))
     torch.cuda.set_device(torch.device(devices[rank]))
     opts = dist.ProcessGroupNCCL.Options()
     opts._timeout = timeout

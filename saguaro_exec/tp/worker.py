@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import torch
 
@@ -28,11 +29,11 @@ def serve(rank: int, port: int, workdir: str) -> None:
     dev = torch.device(args.devices[rank])
     model = load_tp_shard(args.source, rank, len(args.devices), group, args.devices[rank], getattr(torch, args.dtype))
     report(store, "ready", rank)
-    _serve(model, group, dev, args.fault if rank == 1 else None)
+    _serve(model, group, dev, args.fault if rank == 1 else None, args.fault_kind)
 
 
 @torch.inference_mode()
-def _serve(model, group, dev: torch.device, fault: int | None) -> None:
+def _serve(model, group, dev: torch.device, fault: int | None, fault_kind: str = "raise") -> None:
     caches: dict[int, KVCache] = {}
     n_forward = 0
     while True:
@@ -48,6 +49,8 @@ def _serve(model, group, dev: torch.device, fault: int | None) -> None:
             idx = bcast(group, torch.zeros(3, a, b, dtype=torch.long, device=dev))
             mask = bcast(group, torch.zeros(a, b, c, dtype=torch.uint8, device=dev)).bool()
             if fault is not None and n_forward == fault:
+                while fault_kind == "hang":
+                    time.sleep(3600)
                 raise RuntimeError(f"injected fault in a tensor-parallel worker at forward {n_forward}")
             model.hidden_states(idx[0], idx[1], caches[cid], idx[2], mask)    # lm_head: rank 0 only
             n_forward += 1

@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 from test_exec_processes import alive, children
+from test_exec_tp import TARGET
 from test_spawn import TP_ROLE, Signaller, _tp_loaded, tmpdir_for_children  # noqa: F401 (a fixture)
 
 from saguaro import cli
+from saguaro_exec import RunConfig, run
+from saguaro_exec.faults import RunError
+from saguaro_exec.tp.target import FAULT_ENV
+from saguaro_sim import SpecConfig
 
 pytestmark = pytest.mark.usefixtures("tmpdir_for_children")   # children's temp folders: a fresh one
 
@@ -23,6 +28,7 @@ pytestmark = pytest.mark.usefixtures("tmpdir_for_children")   # children's temp 
 @pytest.mark.parametrize("sig, mode", [(signal.SIGKILL, "ar"), (signal.SIGKILL, "ssd"), (signal.SIGSTOP, "ar")])
 def test_dead_or_stopped_tp_worker_fails_the_cli_run_in_one_line(monkeypatch, capsys, tmp_path, sig, mode):
     monkeypatch.setattr("saguaro_exec.tp.target.STALL_S", 1.0)
+    monkeypatch.setattr("saguaro_exec.tp.protocol.RANK0_OP_S", 5.0)   # gloo can miss the death: bounded then
     before = children(os.getpid())
     out = tmp_path / "out"
     hit = Signaller(TP_ROLE, sig, _tp_loaded)                  # once every rank has loaded: mid-decoding
@@ -41,4 +47,20 @@ def test_dead_or_stopped_tp_worker_fails_the_cli_run_in_one_line(monkeypatch, ca
     assert err.startswith("saguaro run: failed: tensor-parallel worker 1 failed") and how in err, err
     assert children(os.getpid()) <= before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]     # no out/, no staged .out.tmp-*
+    assert list(Path(tempfile.gettempdir()).iterdir()) == []
+
+
+def test_hung_tp_worker_fails_the_run_within_rank_0s_op_bound(monkeypatch):
+    """A worker that stays alive but never answers (deadlocked: not stopped, so the watchdog leaves it)
+    fails the run once rank 0's collective passes RANK0_OP_S, naming the cause, instead of waiting out
+    the group's 600 s timeout; the hung worker is killed."""
+    monkeypatch.setattr("saguaro_exec.tp.protocol.RANK0_OP_S", 2.0)
+    monkeypatch.setenv(FAULT_ENV, "hang:3")                 # rank 1 stops answering at its 4th forward
+    before = children(os.getpid())
+    t0 = time.monotonic()
+    with pytest.raises(RunError, match=r"tensor-parallel workers failed \(no answer within 2 s; rank 0 saw: .*Timed out"):
+        run(RunConfig(spec=SpecConfig(mode="ar"), target=TARGET, prompts=[[1, 2, 3]], max_new_tokens=50,
+                      target_devices=["cpu", "cpu"]))
+    assert time.monotonic() - t0 < 60
+    assert children(os.getpid()) <= before
     assert list(Path(tempfile.gettempdir()).iterdir()) == []
