@@ -45,14 +45,18 @@ def backend(devices: list[str]) -> str:
     return "nccl" if devices[0].startswith("cuda") else "gloo"
 
 
+def op_timeout_s(rank: int, timeout_s: float) -> float:
+    """This rank's bound on one gloo op: RANK0_OP_S on rank 0 (at most ``timeout_s``), ``timeout_s`` elsewhere."""
+    return min(timeout_s, RANK0_OP_S) if rank == 0 else timeout_s
+
+
 def make_group(store: dist.Store, rank: int, devices: list[str], timeout_s: float) -> dist.ProcessGroup:
     """The N-rank group over ``store``: ProcessGroupGloo on CPU (rank 0's ops bounded by RANK0_OP_S),
     ProcessGroupNCCL on CUDA (this rank's device made current first)."""
     timeout = timedelta(seconds=timeout_s)
     world = len(devices)
     if backend(devices) == "gloo":
-        op_s = min(timeout_s, RANK0_OP_S) if rank == 0 else timeout_s
-        return dist.ProcessGroupGloo(store, rank, world, timedelta(seconds=op_s))
+        return dist.ProcessGroupGloo(store, rank, world, timedelta(seconds=op_timeout_s(rank, timeout_s)))
     torch.cuda.set_device(torch.device(devices[rank]))
     opts = dist.ProcessGroupNCCL.Options()
     opts._timeout = timeout

@@ -22,8 +22,16 @@ import torch
 from saguaro_exec.faults import RunError
 from saguaro_exec.model import KVCache, save_model
 from saguaro_exec.spawn import ChildFailed, SupervisedContext, Supervisor
-from saguaro_exec.tp import protocol
-from saguaro_exec.tp.protocol import OP_FORWARD, OP_NEW_CACHE, OP_STOP, TPArgs, bcast, header, make_group
+from saguaro_exec.tp.protocol import (
+    OP_FORWARD,
+    OP_NEW_CACHE,
+    OP_STOP,
+    TPArgs,
+    bcast,
+    header,
+    make_group,
+    op_timeout_s,
+)
 from saguaro_exec.tp.shard import load_tp_shard
 
 FAULT_ENV = "SAGUARO_TP_FAULT"     # test-only: "N" or "hang:N": rank 1 raises (hangs) at forward N (0-based)
@@ -45,7 +53,6 @@ class TPTarget(SupervisedContext):
         self._sup = Supervisor("tensor-parallel worker", "saguaro-tp-", "saguaro_exec.tp.worker:serve",
                                len(args.devices), args.timeout_s, STALL_S, args.start_timeout_s)
         self.group = None
-        self._op_s = min(args.timeout_s, protocol.RANK0_OP_S)    # rank 0's bound on one op (make_group's)
         self._caches: weakref.WeakValueDictionary[int, KVCache] = weakref.WeakValueDictionary()
         self._next_id = 0
 
@@ -89,7 +96,7 @@ class TPTarget(SupervisedContext):
         op timed out on live workers (one is hung); else ``e`` itself."""
         failed = self._sup.failure(wait_s=5.0)     # a worker that raised exits right after writing its traceback
         if failed is None and "Timed out" in str(e):
-            failed = ChildFailed(self._sup.what, None, f"no answer within {self._op_s:g} s")
+            failed = ChildFailed(self._sup.what, None, f"no answer within {op_timeout_s(0, self.args.timeout_s):g} s")
         return e if failed is None else TPWorkerError(self._message(failed, f"rank 0 saw: {e}"))
 
     @staticmethod
