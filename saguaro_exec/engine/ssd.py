@@ -23,7 +23,7 @@ from saguaro_exec.engine.state import forwarded_rows, next_swaps
 from saguaro_exec.engine.verifier import Verifier
 from saguaro_exec.faults import DraftFault
 from saguaro_exec.model import Transformer
-from saguaro_exec.speculator.protocol import Reply
+from saguaro_exec.speculator.protocol import CPU_TIMES, Reply
 
 DRAFT_PHASES = ("glue", "fork", "tree")
 # message stamps (push): see bench/handoff_stats.py
@@ -33,7 +33,7 @@ VERIFIER_STAMPS = ("cache_seen",)                        # taken by the verifier
 
 def _draft_events(reply: Reply, r: int) -> list[dict]:
     return [event(name, "verifier" if name in VERIFIER_STAMPS else "speculator", s, e, round=r)
-            for name, (s, e) in sorted(reply.times.items(), key=lambda kv: kv[1][0])]
+            for name, (s, e) in sorted(reply.times.items(), key=lambda kv: kv[1][0]) if name not in CPU_TIMES]
 
 
 def _fill_outcome(row: dict, reply: Reply) -> None:
@@ -41,7 +41,7 @@ def _fill_outcome(row: dict, reply: Reply) -> None:
     live = row["slot"]
     row["hit"] = [bool(reply.hit[b]) for b in live]
     row["bonus_rank"] = [int(reply.rank[b]) for b in live]
-    for name in DRAFT_PHASES:
+    for name in DRAFT_PHASES + CPU_TIMES:         # build_cpu_s: the draft thread's CPU time over glue..tree
         if name in reply.times:
             s, e = reply.times[name]
             row[f"{name}_s"] = e - s

@@ -33,9 +33,11 @@ TAG = 0
 TAG_Q = 1                       # q rows at temperature > 0: their own tag, so both receives can be posted early
 TAG_CACHE, TAG_CACHE_Q = 2, 3   # push protocol: the speculation cache (and its q rows)
 PHASES = ("reply", "backup", "glue", "fork", "tree")       # (start, end) pairs in a reply's last row
-CACHE_PHASES = PHASES + ("outcome_seen", "cache_sent", "answer", "settle", "pack")   # a cache message's: + the
-# hand-off stamps (waiting for / seeing the outcome it was built from; tree end / send start; the draft's
-# answer to that outcome; the build's settling of it; the tree's host copy and packing)
+CACHE_PHASES = PHASES + ("outcome_seen", "cache_sent", "answer", "settle", "pack", "build_cpu")   # a cache
+# message's: + the hand-off stamps (waiting for / seeing the outcome it was built from; tree end / send start; the
+# draft's answer to that outcome; the build's settling of it; the tree's host copy and packing) and, on one-thread
+# CPU runs, the draft thread's CPU time over the build as (0, seconds): whether a build that ran long lost its core
+CPU_TIMES = ("build_cpu",)      # (0, seconds) pairs among the stamps, not spans on the clock
 
 
 @dataclass

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from saguaro_exec.engine.drafter import Drafter, pad_rows
+from saguaro_exec.engine.rounds import thread_cpu
 from saguaro_exec.engine.state import IDLE_ROW, next_swaps, refill_rows, swap_rows
 from saguaro_exec.model import Transformer
 from saguaro_exec.model.accel import Accel
@@ -75,6 +76,7 @@ class DraftWorker:
         self._pending: tuple | None = None
         self._answer: tuple | None = None          # what ``reply`` needs of the last ``take``
         self._swaps: list[tuple[int, int]] = []    # the last outcome's compaction, applied by the next build
+        self._cpu = thread_cpu(self.drafter.runner.device)   # the build's CPU clock (one-thread CPU runs)
 
     @property
     def from_backup(self) -> torch.Tensor:
@@ -107,8 +109,8 @@ class DraftWorker:
 
     def build(self) -> None:
         """Glue, fork and tree for the outstanding speculation (runs while the verifier verifies)."""
-        d, ws = self.drafter, self.ws
-        t0 = self._now()
+        d, ws, cpu = self.drafter, self.ws, self._cpu
+        c0, t0 = cpu() if cpu else 0.0, self._now()
         self._settle()
         if self._swaps:
             self._compact()
@@ -126,8 +128,10 @@ class DraftWorker:
         self.message, self.words = self._buffers[0]
         self.layout.pack(self.cache, out=self.message, w=self.words)
         self._table = None
-        t3 = self._now()
+        c3, t3 = cpu() if cpu else 0.0, self._now()
         self.times = {"glue": (t0, t1), "fork": (t1, t2), "tree": (t2, t3), "settle": (t0, ts), "pack": (tp, t3)}
+        if cpu:
+            self.times["build_cpu"] = (0.0, c3 - c0)
 
     def index_cache(self) -> None:
         """Read the built cache's message into the table ``take`` looks up (call it once the message is

@@ -45,3 +45,17 @@ def test_verify_cpu_time_recorded_on_cpu(spec):
     # time would give 1.0 always, process time would count the other threads; a busy host lowers both alike)
     measured = statistics.median(r["verify_cpu_s"] / r["verify_s"] for r in rows)
     assert measured > 0.5 * share, (measured, share)
+
+
+def test_draft_build_cpu_time_recorded_on_cpu():
+    """SSD's rows also carry the draft thread's CPU time over its build (``build_cpu_s``, stamped into the pushed
+    cache): positive and not above the build's wall time (glue..tree), so a build that overran its verification
+    can be told apart as a draft that lost its core (CPU well below wall) or one that computed slowly."""
+    rep = run(RunConfig(spec=SpecConfig(mode="ssd", k=3, fanout=(2, 2, 1, 1)), target=TARGET, draft=DRAFT,
+                        prompts=[[1, 2, 3], [4, 5]], max_new_tokens=24, threads=1, ssd_protocol="push"))
+    rows = [r for r in rep.measurements.rounds if "build_cpu_s" in r]
+    assert len(rows) >= len(rep.measurements.rounds) - 2, "every round but a batch's last has a build"
+    for r in rows:
+        wall = r["glue_s"] + r["fork_s"] + r["tree_s"]
+        assert 0.0 < r["build_cpu_s"] <= wall + 1e-3, (r["build_cpu_s"], wall)
+    assert all(e["name"] != "build_cpu" for e in rep.events)      # a CPU time, not a span on the clock

@@ -30,19 +30,24 @@ for i in range(n):
     med_build = statistics.median(h["build"] for h in hits)
     med_verify = statistics.median(h["verify"] for h in hits)
     bad = [h for h in hits if h["wait"] > 1e-3]
+    shares = [h["prev_row"].get("build_cpu_s", float("nan")) / h["build"] for h in hits]
     for h in hits:
         if h["wait"] <= 1e-3:
             h.pop("prev_row")
     counts.append({"run": i, "tok_s": rep.tokens_per_s, "hit_rounds": len(hits), "stalled": len(bad),
-                   "median_build_ms": 1e3 * med_build, "median_verify_ms": 1e3 * med_verify})
+                   "median_build_ms": 1e3 * med_build, "median_verify_ms": 1e3 * med_verify,
+                   "median_build_cpu_share": statistics.median(shares)})
     for h in bad:
         prev = h.pop("prev_row")
         rec = {k: (1e3 * v if isinstance(v, float) else v) for k, v in h.items()}
         rec.update(run=i, over_ms=1e3 * (h["build"] - h["verify"]), build_vs_median=h["build"] / med_build,
                    verify_vs_median=h["verify"] / med_verify,
-                   prev_verify_cpu_share=(prev.get("verify_cpu_s") or 0.0) / max(prev["verify_s"], 1e-9))
+                   prev_verify_cpu_share=(prev.get("verify_cpu_s") or 0.0) / max(prev["verify_s"], 1e-9),
+                   # the draft thread's CPU time over this build (stamped since session 33's build_cpu)
+                   build_cpu_share=prev.get("build_cpu_s", float("nan")) / h["build"])
         stalled.append(rec)
-    print(f"run {i}: {rep.tokens_per_s:.0f} tok/s, {len(bad)} of {len(hits)} hit rounds stalled", flush=True)
+    print(f"run {i}: {rep.tokens_per_s:.0f} tok/s, {len(bad)} of {len(hits)} hit rounds stalled; median build "
+          f"cpu share {statistics.median(shares):.2f}", flush=True)
 json.dump({"spec": spec.__dict__ if hasattr(spec, "__dict__") else str(spec), "runs": counts, "stalled": stalled},
           open(out, "w"), indent=1, default=str)
 tot = sum(c["stalled"] for c in counts), sum(c["hit_rounds"] for c in counts)
@@ -52,4 +57,5 @@ for s in stalled:
           f"(x{s['build_vs_median']:.2f} median) vs verify {s['verify']:.2f} (x{s['verify_vs_median']:.2f}); "
           f"draft_gap {s['draft_gap']:.3f} verifier_gap {s['verifier_gap']:.3f} "
           f"outcome_transit {s.get('outcome_transit', float('nan')):.3f} cache_transit "
-          f"{s.get('cache_transit', float('nan')):.3f}; prev verify cpu share {s['prev_verify_cpu_share']:.2f}")
+          f"{s.get('cache_transit', float('nan')):.3f}; verify cpu share {s['prev_verify_cpu_share']:.2f}, "
+          f"build cpu share {s['build_cpu_share']:.2f}")
