@@ -67,8 +67,10 @@ def _stall_split(st: dict | None) -> str:
     if not st:
         return ""
     pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    off = (f"; the draft off its core in {st['hit_stalls_draft_off_core']} of {st['hit_stalls_timed']} stalled "
+           "hit rounds' builds") if "hit_stalls_timed" in st else ""
     return (f" (hit rounds {pct(st['hit_rounds'])} of {st['n_hit']}, miss rounds {pct(st['miss_rounds'])} "
-            f"of {st['n_miss']})")
+            f"of {st['n_miss']}{off})")
 
 
 def _theorem7(rep) -> dict | None:

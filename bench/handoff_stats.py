@@ -7,7 +7,9 @@ For round j >= 1, which verifies the speculation looked up (or answered) in cach
   in the gap) and C_{j-1} built (its packing and send too): the draft-side hand-off.
 - ``verifier_gap``: verification j's start minus the later of the verifier's own send of o_{j-1} and the
   speculation being ready (C_{j-1} built, or the draft's reply on a miss): the verifier-side hand-off.
-- ``wait``: the verifier's whole wait in round j (a stall when > 1 ms), ``build``: C_{j-1}'s glue..tree.
+- ``wait``: the verifier's whole wait in round j (a stall when > 1 ms), ``build``: C_{j-1}'s glue..tree, and
+  ``build_off_core``: how much of it the draft thread spent off its core (wall minus its CPU time, one-thread
+  CPU runs): a stall whose build ran long off core is the host's, one on core is the draft's compute.
 Where the run carries explicit message stamps, the transit legs are added. Speculator events of round j
 describe C_{j-1}: its build, ``cache_sent`` (packing until the send) and ``outcome_seen`` (waiting for
 o_{j-2}, the outcome it started from, until seen); the verifier's ``cache_seen`` of round j ends when
@@ -23,8 +25,10 @@ from __future__ import annotations
 
 import math
 
+from calibration.fit_executor import PREEMPT_MIN_S, PREEMPT_SHARE
+
 STALL_S = 1e-3
-METRICS = ("draft_gap", "verifier_gap", "wait", "build", "verify", "outcome_transit", "draft_lag",
+METRICS = ("draft_gap", "verifier_gap", "wait", "build", "build_off_core", "verify", "outcome_transit", "draft_lag",
            "cache_transit", "verify_lag", "outcome_send", "outcome_wake", "unpack", "answer_hit", "answer_miss",
            "settle", "pack")
 
@@ -71,6 +75,8 @@ def round_handoffs(rows: list[dict], spec: dict, ver: dict) -> list[dict]:
         rec = {"round": j, "miss": replied, "wait": cur["wait_s"], "verify": prev["verify_s"],
                "build": built - ev["glue"][0], "draft_gap": first - max(posted, built),
                "verifier_gap": start - max(prev["t1"], ready)}
+        if "build_cpu_s" in prev:                 # C_{j-1}'s build ran during round j-1: its row has its CPU time
+            rec["build_off_core"] = max(0.0, rec["build"] - prev["build_cpu_s"])
         if "outcome_seen" in nxt:                 # stamped with the build that started from o_{j-1}
             waited, seen = nxt["outcome_seen"]
             rec["outcome_transit"] = seen - max(posted, waited)
@@ -141,8 +147,14 @@ def stalls(handoffs: list[dict]) -> dict:
         return sum(h["wait"] > STALL_S for h in hs) / len(hs) if hs else None
     hit = [h for h in handoffs if not h["miss"]]
     miss = [h for h in handoffs if h["miss"]]
-    return {"all": share(handoffs), "hit_rounds": share(hit), "miss_rounds": share(miss), "n_hit": len(hit),
-            "n_miss": len(miss)}
+    out = {"all": share(handoffs), "hit_rounds": share(hit), "miss_rounds": share(miss), "n_hit": len(hit),
+           "n_miss": len(miss)}
+    stalled = [h for h in hit if h["wait"] > STALL_S and "build_off_core" in h]
+    if stalled:     # the draft lost its core during the build, by the executor fit's preemption rule
+        out["hit_stalls_draft_off_core"] = sum(h["build_off_core"] > max(PREEMPT_MIN_S, PREEMPT_SHARE * h["build"])
+                                               for h in stalled)
+        out["hit_stalls_timed"] = len(stalled)
+    return out
 
 
 def summarize(handoffs: list[dict]) -> dict:

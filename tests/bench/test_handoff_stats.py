@@ -118,3 +118,18 @@ def test_stalls_are_told_apart_by_round_kind():
     assert s["all"] == pytest.approx(5 / 14) and s["hit_rounds"] == pytest.approx(0.2)
     assert s["miss_rounds"] == pytest.approx(0.75) and (s["n_hit"], s["n_miss"]) == (10, 4)
     assert stalls([h(True, 2.0)])["hit_rounds"] is None
+
+
+def test_stalled_builds_off_core_are_counted_apart():
+    """A stalled hit round whose build the draft spent partly off its core (wall minus its CPU time above the
+    executor fit's preemption rule: 20%, 0.2 ms at least) is the host's; one on core is the draft's compute."""
+    rows, ev = _batch(0.0)
+    rows[0]["build_cpu_s"] = 0.95 * MS      # C_0's build (1 ms) on core: 0.05 ms off, within the rule
+    hand = run_handoffs(rows, ev)
+    assert hand[0]["build_off_core"] == pytest.approx(0.05 * MS) and "build_off_core" not in hand[1]
+
+    def h(wait_ms: float, build_ms: float, cpu_ms: float) -> dict:
+        return {"miss": False, "wait": wait_ms * MS, "build": build_ms * MS, "build_off_core": (build_ms - cpu_ms) * MS}
+    s = stalls([h(1.5, 5.0, 4.9), h(2.0, 6.0, 3.0), h(1.2, 4.0, 3.7), h(0.2, 3.0, 1.0)])
+    assert (s["hit_stalls_draft_off_core"], s["hit_stalls_timed"]) == (1, 3)   # the unstalled round is not counted
+    assert "hit_stalls_timed" not in stalls([{"miss": False, "wait": 2 * MS}])
