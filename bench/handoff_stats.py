@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from calibration.fit_executor import PREEMPT_MIN_S, PREEMPT_SHARE
+from calibration.fit_executor import lost_core
 
 STALL_S = 1e-3
 METRICS = ("draft_gap", "verifier_gap", "wait", "build", "build_off_core", "verify", "outcome_transit", "draft_lag",
@@ -151,8 +151,7 @@ def stalls(handoffs: list[dict]) -> dict:
            "n_miss": len(miss)}
     stalled = [h for h in hit if h["wait"] > STALL_S and "build_off_core" in h]
     if stalled:     # the draft lost its core during the build, by the executor fit's preemption rule
-        out["hit_stalls_draft_off_core"] = sum(h["build_off_core"] > max(PREEMPT_MIN_S, PREEMPT_SHARE * h["build"])
-                                               for h in stalled)
+        out["hit_stalls_draft_off_core"] = sum(lost_core(h["build"], h["build_off_core"]) for h in stalled)
         out["hit_stalls_timed"] = len(stalled)
     return out
 

@@ -70,13 +70,19 @@ def tree_width(run: RunRounds, row: dict) -> int:
 PREEMPT_SHARE, PREEMPT_MIN_S = 0.2, 2e-4   # wall beyond the verifier's CPU time that marks a round preempted
 
 
+def lost_core(wall_s: float, off_core_s: float) -> bool:
+    """A thread spent ``off_core_s`` of a ``wall_s`` span off its core by more than the preemption rule allows
+    (20% of the span, 0.2 ms at least): the host ran something else there."""
+    return off_core_s > max(PREEMPT_MIN_S, PREEMPT_SHARE * wall_s)
+
+
 def preempted(row: dict) -> bool:
     """The verifier lost its core for part of this round (CPU runs record ``verify_cpu_s``): another process or
     the hypervisor ran there, which is no cost of the forward (2026-12-02: one calibration run overlapped by a
     test run verified 4x slow and put a 7 ms overhead into every verification of the fit)."""
     cpu = row.get("verify_cpu_s")
     wall = float(row.get("verify_s") or 0.0)
-    return cpu is not None and wall - float(cpu) > max(PREEMPT_MIN_S, PREEMPT_SHARE * wall)
+    return cpu is not None and lost_core(wall, wall - float(cpu))
 
 
 def timed_rounds(run: RunRounds) -> tuple[list[dict], int]:
